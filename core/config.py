@@ -1,0 +1,299 @@
+"""YAML configuration: omegaconf loading, two-phase validation, errors by path.
+
+Every pluggable slot has the shape ``{name: <registered name>, options: {...}}``.
+Phase 1 validates the overall shape (core sections, slot shapes); phase 2
+looks each selected component up in its registry and validates its options
+with the component's own strict model. All problems from both phases are
+reported together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from core.errors import ConfigError
+from core.registry import Component, unknown_name_message
+
+if TYPE_CHECKING:
+    from core.pluginmanager import Plugins
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Slot(_Strict):
+    """A pluggable slot: which registered component, with which options."""
+
+    name: str
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunSection(_Strict):
+    name: str = "run"
+    output_dir: str = "runs"
+    seed: int = 0
+    iterations: int = Field(1000, ge=0)
+    checkpoint_every: int = Field(25, ge=1)
+    keep_checkpoints: int = Field(3, ge=1)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    tensorboard: bool = False
+
+
+class PluginsSection(_Strict):
+    disable: list[str] = Field(default_factory=list)
+    require: list[str] = Field(default_factory=list)
+    only: list[str] | None = None
+
+
+class AlgorithmSection(_Strict):
+    """GRPO + DAPO hyperparameters (the paper's Table 10 defaults)."""
+
+    batch_size: int = Field(32, ge=1)
+    n_rollouts: int = Field(8, ge=1)
+    max_turns: int = Field(50, ge=1)
+    max_new_tokens: int = Field(512, ge=1)
+    max_seq_len: int = Field(40000, ge=16)
+    temperature: float = Field(0.8, gt=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    clip_low: float = Field(0.2, ge=0)
+    clip_high: float = Field(0.28, ge=0)
+    clip_c: float = Field(3.0, gt=1)
+    kl_coef: float = Field(1e-4, ge=0)
+    entropy_coef: float = 0.0
+    incomplete_penalty: float = -0.2
+    advantage_eps: float = Field(1e-6, gt=0)
+    normalize_advantage_std: bool = True
+    max_parse_failures: int = Field(3, ge=1)
+
+
+class RolloutSection(_Strict):
+    """How episodes are run (not which engine: that is the ``rollout`` slot)."""
+
+    concurrency: int = Field(8, ge=1)
+    env_retries: int = Field(3, ge=0)
+    episode_timeout_s: float = Field(3600, gt=0)
+
+
+class TasksSection(_Strict):
+    """Where the training/evaluation task pool comes from.
+
+    ``paths`` are task JSON files or directories (searched recursively);
+    ``package:<module>/<subdir>`` points inside an installed package.
+    """
+
+    paths: list[str] = Field(default_factory=list)
+    include: list[str] | None = None
+    domains: list[str] | None = None
+    eval_paths: list[str] = Field(default_factory=list)
+
+
+#: config key -> registry kind, for the top-level slots
+SLOT_KINDS: dict[str, str] = {
+    "model": "model",
+    "environment": "environment",
+    "sampler": "sampler",
+    "segmenter": "segmenter",
+    "trainer": "trainer",
+    "rollout": "rollout_engine",
+    "judge": "judge_executor",
+}
+SYNTHESIS_KIND = "synthesizer_role"
+
+
+class Config(_Strict):
+    """The whole configuration's shape (phase 1)."""
+
+    run: RunSection = Field(default_factory=RunSection)
+    plugins: PluginsSection = Field(default_factory=PluginsSection)
+    algorithm: AlgorithmSection = Field(default_factory=AlgorithmSection)
+    rollout_loop: RolloutSection = Field(default_factory=RolloutSection)
+    tasks: TasksSection = Field(default_factory=TasksSection)
+    model: Slot | None = None
+    environment: Slot | None = None
+    sampler: Slot | None = None
+    segmenter: Slot | None = None
+    trainer: Slot | None = None
+    rollout: Slot | None = None
+    judge: Slot | None = None
+    #: VeriGen roles: proposer/judger/checker/fixer -> slot (null disables a role)
+    synthesis: dict[str, Slot | None] = Field(default_factory=dict)
+    #: free-form sections owned by entry points (synthesis loop, evaluation, ablation)
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+@dataclass
+class ResolvedConfig:
+    """A validated config: the shape plus each selected component and its parsed options."""
+
+    config: Config
+    raw: dict[str, Any]
+    components: dict[str, Component] = field(default_factory=dict)
+    options: dict[str, BaseModel] = field(default_factory=dict)
+    source: Path | None = None
+
+    def create(self, slot: str, plugins: Plugins, **context: Any) -> Any:
+        """Instantiate the component chosen for ``slot`` (e.g. ``"sampler"`` or ``"synthesis.proposer"``)."""
+        if slot not in self.components:
+            raise ConfigError([f"{slot}: no component configured; add {{name: ..., options: {{...}}}}"])
+        return self.components[slot].factory(self.options[slot], **context)
+
+    def to_yaml(self) -> str:
+        return OmegaConf.to_yaml(OmegaConf.create(self.raw))
+
+
+def _format_loc(prefix: str, loc: Iterable[Any]) -> str:
+    parts = [prefix] if prefix else []
+    for item in loc:
+        if isinstance(item, int):
+            parts[-1] = f"{parts[-1]}[{item}]" if parts else f"[{item}]"
+        else:
+            parts.append(str(item))
+    return ".".join(parts)
+
+
+def _pydantic_problems(prefix: str, exc: ValidationError) -> list[str]:
+    problems = []
+    for err in exc.errors():
+        path = _format_loc(prefix, err["loc"])
+        if err["type"] == "extra_forbidden":
+            problems.append(f"{path}: unknown option")
+        else:
+            got = err.get("input")
+            shown = f" (got {got!r})" if not isinstance(got, (dict, list)) and got is not None else ""
+            problems.append(f"{path}: {err['msg']}{shown}")
+    return problems
+
+
+def _suggest_field(path: str, model: type[BaseModel]) -> str:
+    from core.registry import close_matches
+
+    leaf = path.rsplit(".", 1)[-1]
+    match = close_matches(leaf, list(model.model_fields))
+    return f" Did you mean '{match[0]}'?" if match else f" Known options: {', '.join(model.model_fields) or '(none)'}."
+
+
+def load_raw(path: str | Path | None, overrides: Iterable[str] = ()) -> dict[str, Any]:
+    """Load YAML, apply dotlist overrides, resolve interpolations."""
+    try:
+        base = OmegaConf.load(str(path)) if path is not None else OmegaConf.create({})
+        if overrides:
+            bad = [o for o in overrides if "=" not in o]
+            if bad:
+                raise ConfigError([f"override {o!r}: expected KEY=VALUE, e.g. sampler.name=uniform" for o in bad])
+            base = OmegaConf.merge(base, OmegaConf.from_dotlist(list(overrides)))
+        raw = OmegaConf.to_container(base, resolve=True)
+    except FileNotFoundError:
+        raise ConfigError([f"config file {path} does not exist"]) from None
+    except OmegaConfBaseException as exc:
+        raise ConfigError([f"{getattr(exc, 'full_key', '') or '(config)'}: {exc.__class__.__name__}: {exc.msg}"]) from None
+    except Exception as exc:  # yaml syntax errors and the like
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError([f"{path}: cannot be parsed: {exc}"]) from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError([f"{path}: the top level must be a mapping, got {type(raw).__name__}"])
+    return raw
+
+
+def _slot_entries(raw: Mapping[str, Any]) -> list[tuple[str, str, Any]]:
+    """(yaml path, registry kind, raw slot value) for every slot present in ``raw``."""
+    entries = [(key, kind, raw[key]) for key, kind in SLOT_KINDS.items() if raw.get(key) is not None]
+    synthesis = raw.get("synthesis")
+    if isinstance(synthesis, Mapping):
+        for role, slot in synthesis.items():
+            if slot is not None:
+                entries.append((f"synthesis.{role}", SYNTHESIS_KIND, slot))
+    return entries
+
+
+def validate(
+    raw: dict[str, Any],
+    plugins: Plugins,
+    *,
+    required: Iterable[str] = (),
+    source: Path | None = None,
+) -> ResolvedConfig:
+    """Validate shape and plugin options; raise :class:`ConfigError` with every problem."""
+    problems: list[str] = []
+    config: Config | None = None
+    try:
+        config = Config.model_validate(raw)
+    except ValidationError as exc:
+        problems.extend(_pydantic_problems("", exc))
+
+    for slot_path in required:
+        value: Any = raw
+        for part in slot_path.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
+        if value is None:
+            kind = SLOT_KINDS.get(slot_path, SYNTHESIS_KIND)
+            names = plugins.registry(kind).names()
+            problems.append(
+                f"{slot_path}: required by this command but missing; add "
+                f"{{name: <one of {', '.join(names) or 'none installed'}>, options: {{}}}}"
+            )
+
+    components: dict[str, Component] = {}
+    options: dict[str, BaseModel] = {}
+    for path, kind, slot in _slot_entries(raw):
+        if not isinstance(slot, Mapping) or not isinstance(slot.get("name"), str):
+            continue  # phase 1 already reported the shape problem
+        registry = plugins.registry(kind)
+        name = slot["name"]
+        if name not in registry:
+            problems.append(f"{path}.name: {unknown_name_message(registry.label, name, registry.names())}")
+            continue
+        component = registry.get(name)
+        opts = slot.get("options") or {}
+        if not isinstance(opts, Mapping):
+            continue
+        try:
+            options[path] = component.parse_options(dict(opts))
+            components[path] = component
+        except ValidationError as exc:
+            for problem in _pydantic_problems(f"{path}.options", exc):
+                if problem.endswith("unknown option"):
+                    problem += "." + _suggest_field(problem.split(":")[0], component.options_model)
+                problems.append(problem)
+        except (ImportError, AttributeError, TypeError) as exc:
+            problems.append(f"{path}: {registry.label} '{name}' from '{component.provider}' cannot load its "
+                            f"options model: {exc}")
+
+    if problems:
+        raise ConfigError(problems)
+    assert config is not None
+    return ResolvedConfig(config=config, raw=raw, components=components, options=options, source=source)
+
+
+def load_config(
+    path: str | Path | None,
+    overrides: Iterable[str] = (),
+    *,
+    plugins: Plugins | None = None,
+    required: Iterable[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> tuple[ResolvedConfig, Plugins]:
+    """Load, load plugins as the config's ``plugins`` section says, and validate."""
+    from core.pluginmanager import load_plugins
+
+    raw = load_raw(path, overrides)
+    if plugins is None:
+        section = raw.get("plugins") or {}
+        if not isinstance(section, Mapping):
+            raise ConfigError(["plugins: must be a mapping with disable/require/only lists"])
+        try:
+            parsed = PluginsSection.model_validate(section)
+        except ValidationError as exc:
+            raise ConfigError(_pydantic_problems("plugins", exc)) from None
+        plugins = load_plugins(disable=parsed.disable, require=parsed.require, only=parsed.only, environ=environ)
+    resolved = validate(raw, plugins, required=required, source=Path(path) if path else None)
+    return resolved, plugins

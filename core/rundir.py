@@ -1,0 +1,75 @@
+"""Run directories: where a run keeps its resolved config, plugin versions, logs, metrics and checkpoints.
+
+Layout::
+
+    runs/<name>-<UTC timestamp>/
+        config.yaml        resolved config (interpolations and overrides applied)
+        plugins.json       loaded plugins (distribution, version) and the selected components
+        log.jsonl          structured log
+        metrics.jsonl      one JSON object per iteration
+        checkpoints/iter_000025/ ...
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from core.config import ResolvedConfig
+from core.errors import ConfigError
+from core.pluginmanager import Plugins
+
+
+def new_run_dir(output_dir: str | Path, name: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    base = Path(output_dir) / f"{name}-{stamp}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    path.mkdir(parents=True)
+    return path
+
+
+def latest_run_dir(output_dir: str | Path, name: str) -> Path | None:
+    """The most recent run directory of ``name`` that holds a config (for ``--resume`` without a path)."""
+    root = Path(output_dir)
+    if not root.is_dir():
+        return None
+    candidates = [p for p in root.glob(f"{name}-*") if (p / "config.yaml").is_file()]
+    return max(candidates, key=lambda p: p.stat().st_mtime, default=None)
+
+
+def plugin_manifest(resolved: ResolvedConfig, plugins: Plugins) -> dict[str, Any]:
+    return {
+        "plugins": {
+            name: {"distribution": info.distribution, "version": info.version, "module": info.module}
+            for name, info in sorted(plugins.infos.items())
+        },
+        "skipped": plugins.skipped,
+        "selected": {slot: c.describe() for slot, c in sorted(resolved.components.items())},
+    }
+
+
+def write_json_atomic(path: Path, payload: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def prepare(resolved: ResolvedConfig, plugins: Plugins, *, resume: str | Path | bool | None = None) -> Path:
+    """Create (or reopen, for ``resume``) the run directory and record config and plugins."""
+    run = resolved.config.run
+    if resume:
+        path = Path(resume) if not isinstance(resume, bool) else latest_run_dir(run.output_dir, run.name)
+        if path is None or not (path / "config.yaml").is_file():
+            where = path if path is not None else f"{run.output_dir}/{run.name}-*"
+            raise ConfigError([f"--resume: no run directory with a config.yaml at {where}"])
+    else:
+        path = new_run_dir(run.output_dir, run.name)
+        (path / "config.yaml").write_text(resolved.to_yaml(), encoding="utf-8")
+    write_json_atomic(path / "plugins.json", plugin_manifest(resolved, plugins))
+    return path

@@ -1,0 +1,1 @@
+"""environments plugins for ScaleCUA."""

@@ -1,0 +1,1 @@
+"""judges plugins for ScaleCUA."""

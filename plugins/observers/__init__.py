@@ -1,0 +1,1 @@
+"""Observer plugins: implement lifecycle hooks (metrics sinks, dashboards)."""

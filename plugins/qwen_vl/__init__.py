@@ -1,0 +1,1 @@
+"""qwen_vl plugins for ScaleCUA."""

@@ -1,0 +1,1 @@
+"""synthesis plugins for ScaleCUA."""

@@ -1,0 +1,1 @@
+"""segmenters plugins for ScaleCUA."""

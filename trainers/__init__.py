@@ -1,0 +1,1 @@
+"""trainers plugins for ScaleCUA."""

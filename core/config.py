@@ -179,15 +179,34 @@ def _suggest_field(path: str, model: type[BaseModel]) -> str:
     return f" Did you mean '{match[0]}'?" if match else f" Known options: {', '.join(model.model_fields) or '(none)'}."
 
 
+def _section_model(path: str) -> type[BaseModel] | None:
+    """The core model that owns the key at ``path`` (``algorithm.foo`` -> AlgorithmSection)."""
+    parts = path.split(".")
+    if len(parts) == 1:
+        return Config
+    field_info = Config.model_fields.get(parts[0])
+    annotation = getattr(field_info, "annotation", None)
+    if len(parts) == 2 and isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
 def load_raw(path: str | Path | None, overrides: Iterable[str] = ()) -> dict[str, Any]:
-    """Load YAML, apply dotlist overrides, resolve interpolations."""
+    """Load YAML, apply dotlist overrides (``KEY=VALUE``, ``~KEY`` deletes), resolve interpolations."""
     try:
         base = OmegaConf.load(str(path)) if path is not None else OmegaConf.create({})
-        if overrides:
-            bad = [o for o in overrides if "=" not in o]
-            if bad:
-                raise ConfigError([f"override {o!r}: expected KEY=VALUE, e.g. sampler.name=uniform" for o in bad])
-            base = OmegaConf.merge(base, OmegaConf.from_dotlist(list(overrides)))
+        overrides = list(overrides)
+        removals = [o[1:] for o in overrides if o.startswith("~")]
+        assignments = [o for o in overrides if not o.startswith("~")]
+        bad = [o for o in assignments if "=" not in o]
+        if bad:
+            raise ConfigError(
+                [f"override {o!r}: expected KEY=VALUE (e.g. sampler.name=uniform) or ~KEY to delete" for o in bad]
+            )
+        for key in removals:
+            _delete_key(base, key)
+        if assignments:
+            base = OmegaConf.merge(base, OmegaConf.from_dotlist(assignments))
         raw = OmegaConf.to_container(base, resolve=True)
     except FileNotFoundError:
         raise ConfigError([f"config file {path} does not exist"]) from None
@@ -202,6 +221,15 @@ def load_raw(path: str | Path | None, overrides: Iterable[str] = ()) -> dict[str
     if not isinstance(raw, dict):
         raise ConfigError([f"{path}: the top level must be a mapping, got {type(raw).__name__}"])
     return raw
+
+
+def _delete_key(conf: Any, dotted: str) -> None:
+    """Hydra-style ``~a.b.c`` override: remove a key (e.g. a swapped plugin's old options)."""
+    parent_path, _, leaf = dotted.rpartition(".")
+    parent = OmegaConf.select(conf, parent_path) if parent_path else conf
+    if parent is None or leaf not in parent:
+        raise ConfigError([f"override '~{dotted}': there is no key '{dotted}' to delete"])
+    del parent[leaf]
 
 
 def _slot_entries(raw: Mapping[str, Any]) -> list[tuple[str, str, Any]]:
@@ -228,7 +256,14 @@ def validate(
     try:
         config = Config.model_validate(raw)
     except ValidationError as exc:
-        problems.extend(_pydantic_problems("", exc))
+        for problem in _pydantic_problems("", exc):
+            path = problem.split(":")[0]
+            owner = _section_model(path)
+            if problem.endswith("unknown option"):
+                problem = problem.replace("unknown option", "unknown key")
+                if owner is not None:
+                    problem += "." + _suggest_field(path, owner)
+            problems.append(problem)
 
     for slot_path in required:
         value: Any = raw

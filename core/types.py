@@ -16,7 +16,7 @@ import io
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 # ---------------------------------------------------------------------------
 # Tasks (OSWorld task JSON + the paper's Table 5 extensions)
@@ -69,6 +69,12 @@ class Task(BaseModel):
     related_apps: list[str] = Field(default_factory=list)
     evaluator: Evaluator
     metadata: dict[str, Any] = Field(default_factory=dict)
+    #: directory of the task file (for relative assets); not part of the JSON
+    _source_dir: str | None = PrivateAttr(default=None)
+
+    @property
+    def source_dir(self) -> str | None:
+        return self._source_dir
 
     @field_validator("id")
     @classmethod

@@ -1,0 +1,93 @@
+"""Load task pools from OSWorld-format JSON files.
+
+A task source is a ``.json`` file, a directory (searched recursively for
+``*.json``), or ``package:<module>/<subdir>`` for files shipped inside an
+installed package (``package:environments.tasks/osworld``).
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from pydantic import ValidationError
+
+from core.errors import ConfigError
+from core.types import Task
+
+PACKAGE_PREFIX = "package:"
+
+#: files in task directories that are not tasks (assets, manifests)
+_SKIP_NAMES = {"manifest.json", "package.json"}
+
+
+def resolve_source(source: str, base_dir: Path | None = None) -> Path:
+    """The filesystem path of a task source."""
+    if source.startswith(PACKAGE_PREFIX):
+        module, _, sub = source[len(PACKAGE_PREFIX):].partition("/")
+        try:
+            root = importlib.resources.files(module)
+        except ModuleNotFoundError:
+            raise ConfigError([f"tasks: package '{module}' in {source!r} is not installed"]) from None
+        return Path(str(root.joinpath(sub))) if sub else Path(str(root))
+    path = Path(source).expanduser()
+    if not path.is_absolute() and base_dir is not None and not path.exists():
+        path = base_dir / path
+    return path
+
+
+def task_files(source: str, base_dir: Path | None = None) -> list[Path]:
+    path = resolve_source(source, base_dir)
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*.json") if p.name not in _SKIP_NAMES and "assets" not in p.parts)
+    raise ConfigError([f"tasks: {source!r} does not exist (resolved to {path})"])
+
+
+def load_tasks(
+    sources: Iterable[str],
+    *,
+    base_dir: Path | None = None,
+    convert: Callable[[Mapping[str, Any]], Task] = Task.model_validate,
+    include: Iterable[str] | None = None,
+    domains: Iterable[str] | None = None,
+) -> list[Task]:
+    """Every task in ``sources``, validated; duplicate ids and invalid files are errors (all reported)."""
+    tasks: list[Task] = []
+    seen: dict[str, Path] = {}
+    problems: list[str] = []
+    for source in sources:
+        for file in task_files(source, base_dir):
+            try:
+                raw = json.loads(file.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError) as exc:
+                problems.append(f"{file}: not readable JSON: {exc}")
+                continue
+            if isinstance(raw, dict) and "id" not in raw and "instruction" not in raw:
+                continue  # not a task file (e.g. an asset manifest)
+            try:
+                task = convert(raw)
+            except (ValidationError, ValueError, TypeError) as exc:
+                problems.append(f"{file}: not a valid task: {str(exc).splitlines()[0]}")
+                continue
+            if task.id in seen:
+                problems.append(f"{file}: task id '{task.id}' already defined in {seen[task.id]}")
+                continue
+            seen[task.id] = file
+            task._source_dir = str(file.parent)
+            tasks.append(task)
+    if problems:
+        raise ConfigError(problems)
+    if include is not None:
+        wanted = set(include)
+        missing = wanted - set(seen)
+        if missing:
+            raise ConfigError([f"tasks.include: unknown task ids {sorted(missing)}"])
+        tasks = [t for t in tasks if t.id in wanted]
+    if domains is not None:
+        allowed = set(domains)
+        tasks = [t for t in tasks if t.domain in allowed]
+    return tasks

@@ -1,0 +1,314 @@
+"""The RL objective of the paper's appendix D, independent of any trainer backend.
+
+Pure functions on tensors and on the typed objects of :mod:`core.types`:
+
+* rewards from episode outcomes (judge score, plus the incomplete-episode penalty),
+* GRPO group-relative advantages over the n rollouts of a task, shared by every
+  segment of a rollout,
+* the token-level policy loss: importance ratio against the rollout logprobs,
+  DAPO asymmetric clipping, dual clip for negative advantages (as verl's
+  ``compute_policy_loss_vanilla``), k3 KL to the reference policy, entropy bonus,
+* token-mean aggregation whose normalizer is fixed for the whole optimizer step,
+  so micro-batching never changes the gradient.
+
+Every hyperparameter comes from :class:`core.config.AlgorithmSection`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+import torch
+
+from core.config import AlgorithmSection
+from core.types import EpisodeStatus, RolloutGroup, Segment, Trajectory
+
+#: log-ratio bounds before exp(): beyond them the ratio is numerically meaningless anyway
+_LOG_RATIO_BOUND = 20.0
+#: k3 is clamped to this magnitude per token (a single wild token must not dominate the KL term)
+_K3_BOUND = 10.0
+
+
+# ---------------------------------------------------------------------------
+# Rewards and advantages (per trajectory)
+# ---------------------------------------------------------------------------
+
+
+def episode_reward(trajectory: Trajectory, incomplete_penalty: float) -> float:
+    """The scalar reward of one finished episode.
+
+    The judge's score (0 when there is no judgement or it is not ``ok``) plus
+    ``incomplete_penalty`` when the agent did not finish within the turn or
+    context limit. Episodes lost to an environment failure have no reward:
+    they are retried, never trained on, so asking for one is an error.
+    """
+    if trajectory.status == EpisodeStatus.ENV_ERROR:
+        raise ValueError(
+            f"trajectory {trajectory.trajectory_id} (task {trajectory.task_id}) ended in an environment error; "
+            "such episodes are retried, not scored — drop it from the group before computing rewards"
+        )
+    judgement = trajectory.judgement
+    score = float(judgement.score) if judgement is not None else 0.0
+    if trajectory.status == EpisodeStatus.INCOMPLETE:
+        score += incomplete_penalty
+    return score
+
+
+def group_advantages(rewards: torch.Tensor, *, eps: float = 1e-6, normalize_std: bool = True) -> torch.Tensor:
+    """GRPO advantages for one group: ``(r - mean) / (std + eps)``, or ``r - mean`` without std scaling.
+
+    ``std`` is the unbiased sample standard deviation (as verl and the GRPO
+    reference implementations use). A group of one rollout has no baseline and
+    gets advantage 0; so does a group whose rewards are all equal.
+    """
+    if rewards.dim() != 1:
+        raise ValueError(f"group_advantages expects a 1-D tensor of one group's rewards, got shape {tuple(rewards.shape)}")
+    rewards = rewards.to(torch.float64)
+    if rewards.numel() < 2:
+        return torch.zeros_like(rewards)
+    centered = rewards - rewards.mean()
+    if not normalize_std:
+        return centered
+    return centered / (rewards.std(unbiased=True) + eps)
+
+
+def assign_advantages(groups: Iterable[RolloutGroup], algorithm: AlgorithmSection) -> dict[str, float]:
+    """Set each trajectory's reward and advantage, and copy both onto all of its segments.
+
+    Returns trajectory id -> advantage. The advantage is computed over the n
+    rollouts of each task and shared by every segment of a rollout, so a
+    long episode cut into many segments is not weighted differently per
+    segment (the loss mask already makes every response count once).
+    """
+    advantages: dict[str, float] = {}
+    for group in groups:
+        if not group.trajectories:
+            raise ValueError(f"rollout group of task {group.task_id} has no trajectories")
+        for traj in group.trajectories:
+            if traj.task_id != group.task_id:
+                raise ValueError(
+                    f"trajectory {traj.trajectory_id} belongs to task {traj.task_id}, not to its group's task "
+                    f"{group.task_id}"
+                )
+            traj.reward = episode_reward(traj, algorithm.incomplete_penalty)
+        rewards = torch.tensor(group.rewards, dtype=torch.float64)
+        adv = group_advantages(rewards, eps=algorithm.advantage_eps, normalize_std=algorithm.normalize_advantage_std)
+        for traj, value in zip(group.trajectories, adv.tolist()):
+            if traj.trajectory_id in advantages:
+                raise ValueError(f"trajectory id {traj.trajectory_id} occurs twice in the batch")
+            advantages[traj.trajectory_id] = value
+            traj.metadata["advantage"] = value
+            for segment in traj.segments:
+                _stamp(segment, traj, value)
+    return advantages
+
+
+def assign_segment_advantages(
+    segments: Iterable[Segment], advantages: Mapping[str, float], rewards: Mapping[str, float] | None = None
+) -> None:
+    """Copy per-trajectory advantages (and rewards) onto segments built separately from their trajectories."""
+    for segment in segments:
+        try:
+            segment.advantage = float(advantages[segment.trajectory_id])
+        except KeyError:
+            raise ValueError(
+                f"segment {segment.trajectory_id}#{segment.index} has no advantage: its trajectory is not in "
+                "the batch's groups"
+            ) from None
+        if rewards is not None:
+            segment.reward = float(rewards[segment.trajectory_id])
+
+
+def _stamp(segment: Segment, traj: Trajectory, advantage: float) -> None:
+    if segment.trajectory_id != traj.trajectory_id:
+        raise ValueError(
+            f"segment {segment.trajectory_id}#{segment.index} is attached to trajectory {traj.trajectory_id}"
+        )
+    segment.reward = traj.reward
+    segment.advantage = advantage
+
+
+# ---------------------------------------------------------------------------
+# Token-level terms
+# ---------------------------------------------------------------------------
+
+
+def importance_ratio(logprobs: torch.Tensor, rollout_logprobs: torch.Tensor) -> torch.Tensor:
+    """rho_t = pi_theta(a_t|x_<t) / pi_rollout(a_t|x_<t), computed in log space and bounded."""
+    log_ratio = torch.clamp(logprobs - rollout_logprobs, -_LOG_RATIO_BOUND, _LOG_RATIO_BOUND)
+    return torch.exp(log_ratio)
+
+
+def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
+    """Per-token low-variance KL(pi_theta || pi_ref) estimate: ``exp(d) - d - 1`` with ``d = ref - logp``.
+
+    Non-negative, unbiased for the sampled tokens, and with far lower variance
+    than ``logp - ref`` (Schulman's k3).
+    """
+    d = torch.clamp(ref_logprobs - logprobs, -_LOG_RATIO_BOUND, _LOG_RATIO_BOUND)
+    return torch.clamp(torch.exp(d) - d - 1.0, -_K3_BOUND, _K3_BOUND)
+
+
+@dataclass
+class ClippedSurrogate:
+    """Per-token policy loss and which clipping region each token fell into."""
+
+    loss: torch.Tensor  # -objective per token (minimised)
+    ratio: torch.Tensor
+    clipped_high: torch.Tensor  # bool: A > 0 and ratio > 1 + eps_high (no gradient)
+    clipped_low: torch.Tensor  # bool: A < 0 and ratio < 1 - eps_low (no gradient)
+    dual_clipped: torch.Tensor  # bool: A < 0 and ratio > c (loss capped at -c*A, no gradient)
+
+
+def clipped_surrogate(
+    logprobs: torch.Tensor,
+    rollout_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    *,
+    clip_low: float,
+    clip_high: float,
+    clip_c: float,
+) -> ClippedSurrogate:
+    """DAPO asymmetric clipping plus dual clip for negative advantages.
+
+    Per token: ``l1 = -A*rho``, ``l2 = -A*clip(rho, 1-eps_low, 1+eps_high)``,
+    ``l = max(l1, l2)``; when ``A < 0`` the loss is further capped at
+    ``-A*c`` so a very unlikely-under-rollout token with a negative advantage
+    cannot blow up the update (dual-clip PPO).
+    """
+    if clip_c <= 1.0:
+        raise ValueError(f"clip_c (the dual-clip cap) must be > 1, got {clip_c}")
+    advantages = advantages.to(logprobs.dtype)
+    ratio = importance_ratio(logprobs, rollout_logprobs)
+    loss_unclipped = -advantages * ratio
+    loss_clipped = -advantages * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    loss = torch.maximum(loss_unclipped, loss_clipped)
+    cap = -advantages * clip_c
+    negative = advantages < 0
+    dual = negative & (loss > cap)
+    loss = torch.where(negative, torch.minimum(loss, cap), loss)
+    with torch.no_grad():
+        clipped_bound = loss_clipped > loss_unclipped
+        clipped_high = clipped_bound & (advantages > 0)
+        clipped_low = clipped_bound & negative
+    return ClippedSurrogate(loss, ratio, clipped_high, clipped_low, dual)
+
+
+def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """Per-position entropy of the categorical distribution given by ``logits`` (last dim)."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return -(logp.exp() * logp).sum(dim=-1)
+
+
+# ---------------------------------------------------------------------------
+# The loss of one micro-batch, and metrics summed over a step
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class StepStats:
+    """Sums over the mask-1 tokens of a whole optimizer step; :meth:`summary` turns them into means."""
+
+    tokens: float = 0.0
+    pg_loss: float = 0.0
+    kl: float = 0.0
+    entropy: float = 0.0
+    approx_kl: float = 0.0  # mean of (rollout_logp - logp): KL(pi_rollout || pi_theta), k1 estimate
+    ratio: float = 0.0
+    clipped_high: float = 0.0
+    clipped_low: float = 0.0
+    dual_clipped: float = 0.0
+    ratio_max: float = -math.inf
+    ratio_min: float = math.inf
+
+    def summary(self) -> dict[str, float]:
+        n = max(self.tokens, 1.0)
+        out = {
+            "loss/tokens": self.tokens,
+            "loss/pg": self.pg_loss / n,
+            "loss/kl": self.kl / n,
+            "loss/entropy": self.entropy / n,
+            "actor/approx_kl": self.approx_kl / n,
+            "actor/ratio_mean": self.ratio / n,
+            "actor/ratio_max": self.ratio_max if self.tokens else 0.0,
+            "actor/ratio_min": self.ratio_min if self.tokens else 0.0,
+            "actor/clipfrac_high": self.clipped_high / n,
+            "actor/clipfrac_low": self.clipped_low / n,
+            "actor/clipfrac_dual": self.dual_clipped / n,
+        }
+        out["actor/clipfrac"] = out["actor/clipfrac_high"] + out["actor/clipfrac_low"]
+        return out
+
+
+def grpo_token_loss(
+    logprobs: torch.Tensor,
+    rollout_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    loss_mask: torch.Tensor,
+    *,
+    algorithm: AlgorithmSection,
+    normalizer: float,
+    ref_logprobs: torch.Tensor | None = None,
+    entropy: torch.Tensor | None = None,
+    stats: StepStats | None = None,
+) -> torch.Tensor:
+    """The loss of one micro-batch, already divided by the step's token count.
+
+    All tensors are aligned per token (any shape, e.g. ``[batch, seq]``);
+    ``advantages`` is broadcast per token (a segment's advantage repeated).
+    ``normalizer`` must be the number of mask-1 tokens in the *whole step*
+    (all micro-batches): summing the returned losses (or their gradients) over
+    the micro-batches then equals one token-mean over the step, whatever the
+    micro-batch split. ``stats`` (optional) accumulates metric sums.
+    """
+    if normalizer <= 0:
+        raise ValueError(f"normalizer must be the step's positive count of trainable tokens, got {normalizer}")
+    mask = loss_mask.to(logprobs.dtype)
+    surrogate = clipped_surrogate(
+        logprobs,
+        rollout_logprobs,
+        advantages,
+        clip_low=algorithm.clip_low,
+        clip_high=algorithm.clip_high,
+        clip_c=algorithm.clip_c,
+    )
+    per_token = surrogate.loss
+    kl = None
+    if algorithm.kl_coef != 0.0:
+        if ref_logprobs is None:
+            raise ValueError("kl_coef is non-zero but no reference logprobs were given")
+        kl = k3_kl(logprobs, ref_logprobs)
+        per_token = per_token + algorithm.kl_coef * kl
+    if algorithm.entropy_coef != 0.0:
+        if entropy is None:
+            raise ValueError("entropy_coef is non-zero but no per-token entropy was given")
+        per_token = per_token - algorithm.entropy_coef * entropy
+    loss = (per_token * mask).sum() / normalizer
+
+    if stats is not None:
+        with torch.no_grad():
+            on = mask > 0
+            stats.tokens += float(mask.sum())
+            stats.pg_loss += float((surrogate.loss * mask).sum())
+            if kl is not None:
+                stats.kl += float((kl * mask).sum())
+            elif ref_logprobs is not None:
+                stats.kl += float((k3_kl(logprobs, ref_logprobs) * mask).sum())
+            if entropy is not None:
+                stats.entropy += float((entropy * mask).sum())
+            stats.approx_kl += float(((rollout_logprobs - logprobs) * mask).sum())
+            stats.ratio += float((surrogate.ratio * mask).sum())
+            stats.clipped_high += float((surrogate.clipped_high & on).sum())
+            stats.clipped_low += float((surrogate.clipped_low & on).sum())
+            stats.dual_clipped += float((surrogate.dual_clipped & on).sum())
+            if bool(on.any()):
+                stats.ratio_max = max(stats.ratio_max, float(surrogate.ratio[on].max()))
+                stats.ratio_min = min(stats.ratio_min, float(surrogate.ratio[on].min()))
+    return loss
+
+
+def count_trainable_tokens(segments: Sequence[Segment]) -> int:
+    """The step normalizer: mask-1 tokens over all segments, excluding position 0 (it has no prediction)."""
+    return sum(sum(s.loss_mask[1:]) for s in segments)

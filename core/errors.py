@@ -35,3 +35,7 @@ class CheckpointError(ScaleCUAError):
     """A checkpoint is missing, incomplete or incompatible with the config."""
 
     exit_code = 2
+
+
+class ActionParseError(ScaleCUAError):
+    """A model response holds no parsable action; the message says what was expected."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Iterable, Iterator, Mapping, Sequence
 
-from core.types import Action, Observation, Screenshot, Segment, Task
+from core.types import Action, Judgement, Observation, Screenshot, Segment, Task
 
 # ---------------------------------------------------------------------------
 # Model family: chat rendering (shared by segmenters and rollout engines)
@@ -187,6 +187,33 @@ class EnvironmentBackend(abc.ABC):
     @abc.abstractmethod
     async def close(self) -> None:
         """Stop every process/container this backend started."""
+
+    # -- the agent protocol of this kind of environment -------------------------
+
+    @abc.abstractmethod
+    def system_prompt(self, task: Task) -> str:
+        """The system prompt for an episode of ``task``: role, action space and output format."""
+
+    @abc.abstractmethod
+    def parse_response(self, text: str) -> list[Action]:
+        """Actions in a model response; raise :class:`core.errors.ActionParseError` when unparsable."""
+
+    @abc.abstractmethod
+    async def evaluate(
+        self,
+        env: Environment,
+        task: Task,
+        *,
+        executor: JudgeExecutor | None,
+        getters: Any,
+        metrics: Any,
+        last_action: Action | None,
+    ) -> Judgement:
+        """Score ``env``'s final state for ``task``; never raises for a judge failure.
+
+        ``getters`` / ``metrics`` are the getter and metric registries; generated
+        code in ``task.evaluator.code`` runs through ``executor``.
+        """
 
     def convert_task(self, raw: Mapping[str, Any]) -> Task:
         """Turn a task file's JSON into a :class:`Task` (OSWorld format by default)."""

@@ -1,0 +1,77 @@
+"""Episode rewards and GRPO group-relative advantages (backend-independent, pure Python).
+
+The advantage of a rollout is computed over the n rollouts of its task and
+shared by every segment of that rollout; the loss mask already makes each
+response token count once, so a long episode cut into many segments is not
+re-weighted.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+from core.types import EpisodeStatus, RolloutGroup, Trajectory
+
+
+def episode_reward(trajectory: Trajectory, incomplete_penalty: float) -> float:
+    """The judge's score (0 without an ``ok`` judgement) plus ``incomplete_penalty`` if unfinished.
+
+    Episodes lost to an environment failure have no reward: they are retried,
+    never trained on, so asking for one is an error.
+    """
+    if trajectory.status == EpisodeStatus.ENV_ERROR:
+        raise ValueError(
+            f"trajectory {trajectory.trajectory_id} (task {trajectory.task_id}) ended in an environment error; "
+            "such episodes are retried, not scored — drop it from the group before computing rewards"
+        )
+    judgement = trajectory.judgement
+    score = float(judgement.score) if judgement is not None else 0.0
+    if trajectory.status == EpisodeStatus.INCOMPLETE:
+        score += incomplete_penalty
+    return score
+
+
+def group_advantages(rewards: Sequence[float], *, eps: float = 1e-6, normalize_std: bool = True) -> list[float]:
+    """``(r - mean) / (std + eps)`` with the unbiased std, or ``r - mean``; 0 for groups of one."""
+    n = len(rewards)
+    if n < 2:
+        return [0.0] * n
+    mean = math.fsum(rewards) / n
+    centered = [r - mean for r in rewards]
+    if not normalize_std:
+        return centered
+    std = math.sqrt(math.fsum(c * c for c in centered) / (n - 1))
+    return [c / (std + eps) for c in centered]
+
+
+def assign_advantages(
+    groups: Iterable[RolloutGroup], *, incomplete_penalty: float, eps: float = 1e-6, normalize_std: bool = True
+) -> dict[str, float]:
+    """Set each trajectory's reward and advantage and copy both onto its segments; returns id -> advantage."""
+    advantages: dict[str, float] = {}
+    for group in groups:
+        if not group.trajectories:
+            raise ValueError(f"rollout group of task {group.task_id} has no trajectories")
+        for traj in group.trajectories:
+            if traj.task_id != group.task_id:
+                raise ValueError(
+                    f"trajectory {traj.trajectory_id} belongs to task {traj.task_id}, not to its group's task "
+                    f"{group.task_id}"
+                )
+            traj.reward = episode_reward(traj, incomplete_penalty)
+        values = group_advantages(group.rewards, eps=eps, normalize_std=normalize_std)
+        for traj, value in zip(group.trajectories, values):
+            if traj.trajectory_id in advantages:
+                raise ValueError(f"trajectory id {traj.trajectory_id} occurs twice in the batch")
+            advantages[traj.trajectory_id] = value
+            traj.metadata["advantage"] = value
+            for segment in traj.segments:
+                if segment.trajectory_id != traj.trajectory_id:
+                    raise ValueError(
+                        f"segment {segment.trajectory_id}#{segment.index} is attached to trajectory "
+                        f"{traj.trajectory_id}"
+                    )
+                segment.reward = traj.reward
+                segment.advantage = value
+    return advantages

@@ -1,0 +1,196 @@
+"""One episode: the agent loop between a rollout engine and a live environment.
+
+The segmenter owns the model context: the engine generates from exactly the
+token stream the segmenter keeps, and the same stream becomes the training
+segments. Failures of the environment (crashed desktop, unreachable probe)
+end the episode with status ``env_error``; the caller retries it on a fresh
+environment and never scores it. Failures of our own components propagate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, TypeVar
+
+import structlog
+
+from core import logs
+from core.errors import ActionParseError
+from core.interfaces import (
+    ChatRenderer,
+    Environment,
+    EnvironmentBackend,
+    GenerationRequest,
+    JudgeExecutor,
+    RolloutEngine,
+    Segmenter,
+)
+from core.types import Action, ActionType, EpisodeStatus, Judgement, JudgementStatus, Observation, Task, Trajectory, Turn
+
+log = structlog.get_logger(__name__)
+T = TypeVar("T")
+
+
+class EnvironmentFault(Exception):
+    """Raised inside the episode when the environment (not the agent, not our code) failed."""
+
+
+@dataclass
+class EpisodeSettings:
+    max_turns: int = 50
+    max_new_tokens: int = 512
+    max_seq_len: int = 40000
+    temperature: float = 0.8
+    top_p: float = 1.0
+    max_parse_failures: int = 3
+    env_call_timeout_s: float = 300.0
+
+
+@dataclass
+class EpisodeDeps:
+    """Everything an episode needs, shared by all episodes of an iteration."""
+
+    backend: EnvironmentBackend
+    engine: RolloutEngine
+    renderer: ChatRenderer
+    segmenter: Segmenter
+    executor: JudgeExecutor | None
+    getters: Any
+    metrics: Any
+    settings: EpisodeSettings
+
+
+async def _env_call(what: str, awaitable: Awaitable[T], timeout_s: float) -> T:
+    """Await an environment call; any failure becomes an :class:`EnvironmentFault`."""
+    try:
+        return await asyncio.wait_for(awaitable, timeout_s)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # the environment's failure modes are open-ended (HTTP, X, processes)
+        raise EnvironmentFault(f"{what}: {type(exc).__name__}: {exc}") from exc
+
+
+def feedback_text(actions: list[Action], observation: Observation) -> str | None:
+    """Text the agent sees next to the new screenshot (tool output such as a cursor position)."""
+    parts = [observation.text] if observation.text else []
+    if any(a.type == ActionType.CURSOR_POSITION for a in actions) and "cursor" in observation.info:
+        parts.append(f"Cursor position: {observation.info['cursor']}")
+    return "\n".join(parts) or None
+
+
+async def run_episode(
+    task: Task,
+    deps: EpisodeDeps,
+    *,
+    trajectory_id: str,
+    group_id: str,
+    seed: int | None = None,
+    on_turn: Callable[[Trajectory], None] | None = None,
+) -> Trajectory:
+    """Run one episode of ``task`` on an environment from the pool and judge its final state."""
+    s = deps.settings
+    traj = Trajectory(trajectory_id=trajectory_id, task_id=task.id, group_id=group_id)
+    logs.bind(episode_id=trajectory_id, task_id=task.id)
+    env: Environment | None = None
+    discard = False
+    started = time.monotonic()
+    try:
+        env = await _env_call("acquire", deps.backend.acquire(), s.env_call_timeout_s)
+        observation = await _env_call("reset", env.reset(task), s.env_call_timeout_s)
+        traj.initial_observation = observation
+        context = deps.segmenter.start(
+            renderer=deps.renderer,
+            trajectory_id=trajectory_id,
+            task_id=task.id,
+            system_prompt=deps.backend.system_prompt(task),
+            instruction=task.instruction,
+            observation=observation,
+        )
+        last_action: Action | None = None
+        parse_failures = 0
+        traj.status, traj.status_reason = EpisodeStatus.INCOMPLETE, "turn limit"
+        for index in range(s.max_turns):
+            if context.num_tokens + s.max_new_tokens > s.max_seq_len:
+                traj.status_reason = "context limit"
+                break
+            turn_started = time.monotonic()
+            prompt_ids, images = context.prompt()
+            generation = await deps.engine.generate(
+                GenerationRequest(
+                    prompt_ids=prompt_ids,
+                    images=images,
+                    max_new_tokens=s.max_new_tokens,
+                    temperature=s.temperature,
+                    top_p=s.top_p,
+                    stop_ids=deps.renderer.stop_ids,
+                    seed=None if seed is None else seed * 1000 + index,
+                )
+            )
+            context.add_response(generation.ids, generation.logprobs, generation.text)
+            turn = Turn(index, generation.text, list(generation.ids), list(generation.logprobs))
+            traj.turns.append(turn)
+            try:
+                actions = deps.backend.parse_response(generation.text)
+            except ActionParseError as exc:
+                parse_failures += 1
+                turn.parse_error = str(exc)
+                if parse_failures >= s.max_parse_failures:
+                    traj.status_reason = f"{parse_failures} unparsable responses"
+                    break
+                observation = await _env_call("observe", env.observe(), s.env_call_timeout_s)
+                turn.observation = observation
+                context.add_observation(observation, f"Your last response could not be parsed: {exc}")
+                turn.duration_s = time.monotonic() - turn_started
+                continue
+            turn.actions = actions
+            terminal = next((a for a in actions if a.is_terminal), None)
+            for action in actions:
+                if action.is_terminal:
+                    break
+                observation = await _env_call(f"step {action.type.value}", env.step(action), s.env_call_timeout_s)
+                last_action = action
+            turn.observation = observation
+            turn.duration_s = time.monotonic() - turn_started
+            if on_turn is not None:
+                on_turn(traj)
+            if terminal is not None:
+                last_action = terminal
+                traj.status, traj.status_reason = EpisodeStatus.COMPLETED, terminal.type.value
+                if terminal.type == ActionType.ANSWER:
+                    traj.metadata["answer"] = terminal.text
+                break
+            context.add_observation(observation, feedback_text(actions, observation))
+        traj.segments = context.finish()
+        traj.judgement = await _judge(deps, env, task, last_action, s)
+    except EnvironmentFault as exc:
+        discard = True
+        traj.status, traj.status_reason = EpisodeStatus.ENV_ERROR, str(exc)
+        traj.segments = []
+        log.warning("environment failed; the episode will be retried", error=str(exc))
+    finally:
+        traj.metadata["duration_s"] = time.monotonic() - started
+        if env is not None:
+            try:
+                await deps.backend.release(env, discard=discard)
+            except Exception as exc:  # releasing a dead env must not hide the episode's outcome
+                log.warning("releasing environment failed", error=str(exc))
+        logs.unbind("episode_id", "task_id")
+    return traj
+
+
+async def _judge(deps: EpisodeDeps, env: Environment, task: Task, last_action: Action | None,
+                 s: EpisodeSettings) -> Judgement:
+    try:
+        return await asyncio.wait_for(
+            deps.backend.evaluate(
+                env, task, executor=deps.executor, getters=deps.getters, metrics=deps.metrics, last_action=last_action
+            ),
+            s.env_call_timeout_s,
+        )
+    except asyncio.TimeoutError:
+        return Judgement(status=JudgementStatus.TIMEOUT, error="evaluation timed out")
+    except Exception as exc:
+        # evaluate() must not raise for judge failures; if it does, the environment is at fault.
+        raise EnvironmentFault(f"evaluate: {type(exc).__name__}: {exc}") from exc

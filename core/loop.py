@@ -1,0 +1,276 @@
+"""The training iteration loop behind ``python -m core.run``.
+
+sampler.select -> n rollouts per task over the environment pool (the
+segmenter owns each episode's context) -> judges score final states ->
+sampler.observe -> group-relative advantages -> trainer.train_step ->
+weights to the rollout engine -> metrics -> checkpoint every N iterations.
+
+Ctrl-C or SIGTERM: the iteration in flight is abandoned and a checkpoint of
+the last completed iteration is written before exiting. ``--resume`` (also
+after kill -9) continues from the newest complete checkpoint; metrics of the
+redone iterations are replaced, never duplicated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from core import advantages, checkpoint, progress
+from core.config import ResolvedConfig
+from core.episode import EpisodeDeps, EpisodeSettings
+from core.metrics import MetricsLog, PhaseTimer, rollout_metrics, write_rollouts
+from core.pluginmanager import Plugins
+from core.rollouts import collect_groups
+from core.tasks import load_tasks
+from core.types import RolloutGroup, Task
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class Components:
+    """The live components of a run, created from the config's slots."""
+
+    model: Any
+    backend: Any
+    sampler: Any
+    segmenter: Any
+    trainer: Any
+    engine: Any
+    executor: Any
+    tasks: dict[str, Task]
+    deps: EpisodeDeps
+
+    async def close(self) -> None:
+        for what, closer in (("rollout engine", self.engine.close), ("judge executor", self.executor.close),
+                             ("environments", self.backend.close)):
+            try:
+                await closer()
+            except Exception as exc:  # keep closing the rest
+                log.warning(f"closing the {what} failed", error=str(exc))
+        if self.trainer is not None:
+            self.trainer.close()
+
+
+def settings_from(resolved: ResolvedConfig) -> EpisodeSettings:
+    a = resolved.config.algorithm
+    return EpisodeSettings(
+        max_turns=a.max_turns, max_new_tokens=a.max_new_tokens, max_seq_len=a.max_seq_len,
+        temperature=a.temperature, top_p=a.top_p, max_parse_failures=a.max_parse_failures,
+    )
+
+
+def build_components(resolved: ResolvedConfig, plugins: Plugins, run_dir: Path, *, train: bool = True) -> Components:
+    cfg = resolved.config
+    seed = cfg.run.seed
+    model = resolved.create("model", plugins, run_dir=run_dir)
+    backend = resolved.create("environment", plugins, run_dir=run_dir)
+    base_dir = resolved.source.parent if resolved.source else None
+    tasks = load_tasks(cfg.tasks.paths, base_dir=base_dir, convert=backend.convert_task,
+                       include=cfg.tasks.include, domains=cfg.tasks.domains)
+    if not tasks:
+        raise_empty(cfg.tasks.paths)
+    sampler = resolved.create("sampler", plugins) if train else None
+    if sampler is not None:
+        sampler.setup(tasks, seed=seed)
+    segmenter = resolved.create("segmenter", plugins)
+    trainer = resolved.create("trainer", plugins, model=model, algorithm=cfg.algorithm, seed=seed) if train else None
+    engine = resolved.create("rollout", plugins, model=model, seed=seed)
+    executor = resolved.create("judge", plugins)
+    deps = EpisodeDeps(
+        backend=backend, engine=engine, renderer=model.renderer(), segmenter=segmenter, executor=executor,
+        getters=plugins.registry("getter"), metrics=plugins.registry("metric"), settings=settings_from(resolved),
+    )
+    return Components(model, backend, sampler, segmenter, trainer, engine, executor, {t.id: t for t in tasks}, deps)
+
+
+def raise_empty(paths: list[str]) -> None:
+    from core.errors import ConfigError
+
+    raise ConfigError([f"tasks.paths: no tasks found in {paths or '(no paths given)'}; point it at task JSON "
+                       "files or directories, e.g. package:environments.tasks/osworld"])
+
+
+def sync_weights(trainer: Any, engine: Any) -> int:
+    """Push the trainer's weights to the rollout engine in buckets; returns the number of tensors."""
+    count = 0
+    for bucket in trainer.export_weights():
+        engine.update_weights(bucket)
+        count += len(bucket)
+    return count
+
+
+class TrainingRun:
+    def __init__(self, resolved: ResolvedConfig, plugins: Plugins, run_dir: Path) -> None:
+        self.resolved = resolved
+        self.plugins = plugins
+        self.run_dir = run_dir
+        self.cfg = resolved.config
+        self.metrics_log = MetricsLog(run_dir)
+        self.ckpt = checkpoint.CheckpointManager(run_dir, keep=self.cfg.run.keep_checkpoints)
+        self.completed = 0  # iterations completed (== index of the next iteration)
+        self.rng_at_completion: dict[str, Any] | None = None
+        self.last_saved: int | None = None
+        self.display = progress.Progress(total=self.cfg.run.iterations)
+
+    # -- checkpoints ----------------------------------------------------------
+
+    def save_checkpoint(self, c: Components) -> None:
+        if self.last_saved == self.completed:
+            return
+        if self.rng_at_completion is not None:
+            checkpoint.restore_rng(self.rng_at_completion)  # as it was when the iteration completed
+        path = self.ckpt.save(self.completed, trainer=c.trainer, sampler=c.sampler)
+        self.last_saved = self.completed
+        self.plugins.hook.scalecua_checkpoint_saved(iteration=self.completed, path=path)
+        self._record_sampler_weights(c)
+
+    def _record_sampler_weights(self, c: Components) -> None:
+        weights = dict(c.sampler.weights())
+        if not weights:
+            return
+        record: dict[str, Any] = {"iteration": self.completed}
+        if len(weights) <= 10_000:
+            record["weights"] = weights
+        else:
+            import numpy as np
+
+            counts, edges = np.histogram(np.fromiter(weights.values(), float), bins=50)
+            record["histogram"] = {"counts": counts.tolist(), "edges": edges.tolist()}
+        with (self.run_dir / "sampler_weights.jsonl").open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
+
+    def resume(self, c: Components) -> None:
+        restored = self.ckpt.load(trainer=c.trainer, sampler=c.sampler)
+        self.completed = self.last_saved = restored.iteration
+        self.rng_at_completion = checkpoint.capture_rng()
+        dropped = self.metrics_log.truncate_from(self.completed)
+        log.info("resumed", checkpoint=str(restored.path), next_iteration=self.completed, dropped_metrics=dropped)
+        sync_weights(c.trainer, c.engine)
+
+    # -- the loop ----------------------------------------------------------------
+
+    async def initial_pass(self, c: Components) -> None:
+        n = c.sampler.initial_pass_rollouts
+        log.info("initial pass-rate sweep over all tasks", tasks=len(c.tasks), rollouts_per_task=n)
+        groups, stats = await collect_groups(
+            list(c.tasks), c.tasks, c.deps, n=n, concurrency=self.cfg.rollout_loop.concurrency,
+            retries=self.cfg.rollout_loop.env_retries, iteration=0, seed=self.cfg.run.seed, tag="init",
+        )
+        rates = {g.task_id: sum(g.successes) / len(g.trajectories) for g in groups}
+        c.sampler.set_initial_pass_rates(rates)
+        write_rollouts(self.run_dir, 0, groups, tag="init")
+
+    async def iteration(self, c: Components) -> dict[str, Any]:
+        it, a, loop_cfg = self.completed, self.cfg.algorithm, self.cfg.rollout_loop
+        timer = PhaseTimer()
+        task_ids = c.sampler.select(it, a.batch_size)
+        self.display.start_iteration(it, len(task_ids) * a.n_rollouts)
+        kept: list[RolloutGroup] = []
+        outcomes: dict[str, list[float]] = {}
+        extra_draws, env_errors, lost = 0, 0, 0
+        with timer.phase("rollout"):
+            pending = task_ids
+            while pending:
+                groups, stats = await collect_groups(
+                    pending, c.tasks, c.deps, n=a.n_rollouts, concurrency=loop_cfg.concurrency,
+                    retries=loop_cfg.env_retries, iteration=it, seed=self.cfg.run.seed,
+                    tag=f"it{extra_draws:02d}-" if extra_draws else "it", on_episode=self.display.episode_done,
+                )
+                env_errors += stats.env_errors
+                lost += stats.lost_rollouts
+                for group in groups:
+                    outcomes[group.task_id] = [1.0 if t.success else 0.0 for t in group.trajectories]
+                    rewards = [advantages.episode_reward(t, a.incomplete_penalty) for t in group.trajectories]
+                    if c.sampler.accept(group.task_id, rewards):
+                        kept.append(group)
+                missing = a.batch_size - len(kept)
+                seen = [g.task_id for g in kept] + list(pending)
+                pending = c.sampler.top_up(it, missing, seen) if missing > 0 else []
+                if pending:
+                    extra_draws += 1
+        c.sampler.observe(it, outcomes)
+        advantages.assign_advantages(kept, incomplete_penalty=a.incomplete_penalty, eps=a.advantage_eps,
+                                     normalize_std=a.normalize_advantage_std)
+        segments = [s for g in kept for t in g.trajectories for s in t.segments]
+        metrics: dict[str, Any] = {"iteration": it, **rollout_metrics(kept)}
+        metrics.update({"rollout/env_errors": float(env_errors), "rollout/lost": float(lost),
+                        "sampler/extra_draws": float(extra_draws), "groups/kept": float(len(kept))})
+        if segments:
+            with timer.phase("train"):
+                metrics.update({f"train/{k}": v for k, v in c.trainer.train_step(segments).items()})
+            with timer.phase("weight_sync"):
+                sync_weights(c.trainer, c.engine)
+        else:
+            log.warning("no trainable segments this iteration", iteration=it)
+        write_rollouts(self.run_dir, it, kept)
+        metrics.update(timer.as_metrics())
+        return metrics
+
+    async def run(self, resume: bool) -> str:
+        c = build_components(self.resolved, self.plugins, self.run_dir)
+        self.plugins.hook.scalecua_configure(config=self.resolved.raw, run_dir=self.run_dir)
+        status = "failed"
+        try:
+            if resume and self.ckpt.latest() is not None:
+                self.resume(c)
+            else:
+                if c.sampler.initial_pass_rollouts > 0:
+                    await self.initial_pass(c)
+                sync_weights(c.trainer, c.engine)
+            self.rng_at_completion = checkpoint.capture_rng()
+            while self.completed < self.cfg.run.iterations:
+                started = time.perf_counter()
+                metrics = await self.iteration(c)
+                self.completed += 1
+                self.rng_at_completion = checkpoint.capture_rng()
+                metrics["time/iteration"] = round(time.perf_counter() - started, 4)
+                if self.completed % self.cfg.run.checkpoint_every == 0 or self.completed == self.cfg.run.iterations:
+                    with PhaseTimer().phase("checkpoint"):
+                        self.save_checkpoint(c)
+                self.metrics_log.append(metrics)
+                self.plugins.hook.scalecua_iteration_end(iteration=metrics["iteration"], metrics=metrics,
+                                                         run_dir=self.run_dir)
+                self.display.end_iteration(metrics)
+            status = "completed"
+        except asyncio.CancelledError:
+            status = "interrupted"
+            log.warning("interrupted; saving a checkpoint of the last completed iteration", completed=self.completed)
+            self.save_checkpoint(c)
+        finally:
+            self.display.close()
+            await c.close()
+            self.plugins.hook.scalecua_run_end(run_dir=self.run_dir, status=status)
+        return status
+
+
+async def _main(run: TrainingRun, resume: bool) -> str:
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        return await run.run(resume)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+def train(resolved: ResolvedConfig, plugins: Plugins, run_dir: Path, *, resume: bool = False) -> int:
+    """Run the training loop; exit code 0 when completed, 130 when interrupted."""
+    run = TrainingRun(resolved, plugins, run_dir)
+    try:
+        status = asyncio.run(_main(run, resume))
+    except asyncio.CancelledError:
+        status = "interrupted"
+    log.info("run finished", status=status, iterations=run.completed, run_dir=str(run_dir))
+    return 0 if status == "completed" else 130

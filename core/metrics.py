@@ -1,0 +1,142 @@
+"""Per-iteration metrics (JSON lines in the run directory) and rollout records.
+
+``metrics.jsonl`` holds one object per completed iteration; on resume the
+lines of iterations after the restored checkpoint are dropped, so the file
+never holds a lost or duplicated iteration. ``rollouts/iter_NNNNNN.jsonl``
+records every trajectory (text, actions, status, judgement, reward) for
+reports and for trajectory-guided task synthesis.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+from core.types import EpisodeStatus, RolloutGroup, Trajectory
+
+
+class PhaseTimer:
+    """Wall time per named phase (rollout, judge, train, weight_sync, checkpoint)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
+
+    def as_metrics(self) -> dict[str, float]:
+        return {f"time/{k}": round(v, 4) for k, v in self.seconds.items()}
+
+
+class MetricsLog:
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / "metrics.jsonl"
+
+    def truncate_from(self, iteration: int) -> int:
+        """Drop lines of iterations >= ``iteration`` (after a resume); returns how many were dropped."""
+        if not self.path.exists():
+            return 0
+        kept, dropped = [], 0
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                dropped += 1  # a line torn by a kill
+                continue
+            if record.get("iteration", -1) < iteration:
+                kept.append(line)
+            else:
+                dropped += 1
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+        os.replace(tmp, self.path)
+        return dropped
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record, sort_keys=True, default=float) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def read(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def rollout_metrics(groups: Sequence[RolloutGroup]) -> dict[str, float]:
+    """Reward, success and shape statistics of one iteration's groups."""
+    trajectories = [t for g in groups for t in g.trajectories]
+    if not trajectories:
+        return {"rollout/episodes": 0.0}
+    rewards = [t.reward for t in trajectories]
+    lengths = [len(t.turns) for t in trajectories]
+    segments = [s for t in trajectories for s in t.segments]
+    statuses = [t.status for t in trajectories]
+    return {
+        "rollout/episodes": float(len(trajectories)),
+        "reward/mean": statistics.fmean(rewards),
+        "reward/std": statistics.pstdev(rewards),
+        "success/rate": statistics.fmean(1.0 if t.success else 0.0 for t in trajectories),
+        "groups/informative_share": statistics.fmean(1.0 if g.informative else 0.0 for g in groups),
+        "episode/turns_mean": statistics.fmean(lengths),
+        "episode/turns_max": float(max(lengths)),
+        "episode/incomplete_share": statistics.fmean(1.0 if s == EpisodeStatus.INCOMPLETE else 0.0 for s in statuses),
+        "segments/count": float(len(segments)),
+        "segments/per_episode": len(segments) / len(trajectories),
+        "tokens/total": float(sum(s.num_tokens for s in segments)),
+        "tokens/trainable": float(sum(s.num_trainable for s in segments)),
+        "tokens/max_segment": float(max((s.num_tokens for s in segments), default=0)),
+        "judge/not_ok": float(sum(1 for t in trajectories if t.judgement and t.judgement.status.value != "ok")),
+    }
+
+
+def trajectory_record(traj: Trajectory) -> dict[str, Any]:
+    return {
+        "trajectory_id": traj.trajectory_id,
+        "task_id": traj.task_id,
+        "group_id": traj.group_id,
+        "status": traj.status.value,
+        "status_reason": traj.status_reason,
+        "reward": traj.reward,
+        "advantage": traj.metadata.get("advantage"),
+        "judgement": traj.judgement.model_dump(mode="json") if traj.judgement else None,
+        "answer": traj.metadata.get("answer"),
+        "turns": [
+            {
+                "index": turn.index,
+                "response": turn.response_text,
+                "actions": [a.model_dump(mode="json", exclude_none=True) for a in turn.actions],
+                "parse_error": turn.parse_error,
+                "screenshot": turn.observation.screenshot.digest
+                if turn.observation and turn.observation.screenshot else None,
+                "duration_s": round(turn.duration_s, 3),
+            }
+            for turn in traj.turns
+        ],
+        "segments": len(traj.segments),
+        "duration_s": traj.metadata.get("duration_s"),
+    }
+
+
+def write_rollouts(run_dir: Path, iteration: int, groups: Sequence[RolloutGroup], tag: str = "iter") -> Path:
+    directory = run_dir / "rollouts"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{tag}_{iteration:06d}.jsonl"
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for group in groups:
+            for traj in group.trajectories:
+                fh.write(json.dumps(trajectory_record(traj), default=str) + "\n")
+    os.replace(tmp, path)
+    return path

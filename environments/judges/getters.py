@@ -1,0 +1,162 @@
+"""OSWorld getters: ``async def getter(env, config) -> Any``, registered without the ``get_`` prefix.
+
+``env`` is what :func:`environments.judges.evaluate.evaluate` hands over: the
+live environment (its ``client`` speaks the probe / OSWorld server protocol)
+plus ``cache_dir``, a fresh directory for this one evaluation where file
+getters put what they fetch. A getter whose file is missing raises
+:class:`FileNotFoundError`, which the evaluation scores 0 (as OSWorld does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import urllib.parse
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import httpx
+import structlog
+
+log = structlog.get_logger(__name__)
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _paths_and_dests(config: Mapping[str, Any]) -> tuple[list[str], list[str], set[int], bool]:
+    if "path" not in config:
+        raise ValueError(f"getter config {dict(config)!r} needs 'path' (and usually 'dest')")
+    paths = [str(p) for p in _as_list(config["path"])]
+    dests = [str(d) for d in _as_list(config.get("dest") or [os.path.basename(p.rstrip("/")) or "file" for p in paths])]
+    if len(paths) != len(dests):
+        raise ValueError(f"getter config: {len(paths)} path(s) but {len(dests)} dest(s)")
+    multi = bool(config.get("multi", False)) or isinstance(config["path"], (list, tuple))
+    gives = set(config.get("gives", [0] if not multi else range(len(paths))))
+    return paths, dests, gives, multi
+
+
+def _cache_path(env: Any, dest: str) -> Path:
+    cache_dir = Path(getattr(env, "cache_dir", None) or ".")
+    target = (cache_dir / dest).resolve()
+    if cache_dir.resolve() not in target.parents:
+        raise ValueError(f"getter dest {dest!r} escapes the evaluation cache directory")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+def _given(paths: list[Path], gives: set[int], multi: bool) -> Any:
+    chosen = [p for i, p in enumerate(paths) if i in gives]
+    return str(chosen[0]) if len(chosen) == 1 and not multi else [str(p) for p in chosen]
+
+
+async def get_vm_file(env: Any, config: Mapping[str, Any]) -> Any:
+    """Download ``path`` (or a list) from the desktop into the cache; return the local path(s)."""
+    paths, dests, gives, multi = _paths_and_dests(config)
+    local: list[Path] = []
+    for path, dest in zip(paths, dests):
+        data = await env.client.get_file(path)
+        if data is None:
+            raise FileNotFoundError(f"vm_file: {path} does not exist on the desktop")
+        target = _cache_path(env, dest)
+        target.write_bytes(data)
+        local.append(target)
+    return _given(local, gives, multi)
+
+
+async def get_cloud_file(env: Any, config: Mapping[str, Any]) -> Any:
+    """Fetch a reference file (``file://``, ``http(s)://`` or a local path) into the cache.
+
+    OSWorld downloads gold files from the cloud; bundled tasks ship theirs as
+    ``file://`` assets, so nothing here needs the network.
+    """
+    paths, dests, gives, multi = _paths_and_dests(config)
+    local: list[Path] = []
+    for url, dest in zip(paths, dests):
+        target = _cache_path(env, dest)
+        target.write_bytes(await _fetch(url))
+        local.append(target)
+    return _given(local, gives, multi)
+
+
+async def _fetch(url: str) -> bytes:
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme in ("http", "https"):
+        async with httpx.AsyncClient(timeout=120, follow_redirects=True) as client:
+            response = await client.get(url)
+        if response.status_code == 404:
+            raise FileNotFoundError(f"cloud_file: {url} answered 404")
+        response.raise_for_status()
+        return response.content
+    if parsed.scheme in ("", "file"):
+        path = Path(urllib.parse.unquote(parsed.path) if parsed.scheme == "file" else url)
+        try:
+            return await asyncio.to_thread(path.read_bytes)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"cloud_file: {path} does not exist") from None
+    raise ValueError(f"cloud_file: unsupported URL scheme {parsed.scheme!r} in {url!r}; use file://, http:// or https://")
+
+
+async def get_vm_command_line(env: Any, config: Mapping[str, Any]) -> str | None:
+    """Run ``command`` on the desktop; its standard output (None when the probe reports failure)."""
+    result = await env.client.execute(config["command"], shell=bool(config.get("shell", False)))
+    if result.get("status") not in (None, "success", "ok") and not result.get("output"):
+        log.info("vm_command_line failed", command=config["command"], error=result.get("error"))
+        return None
+    return result.get("output")
+
+
+async def get_vm_command_error(env: Any, config: Mapping[str, Any]) -> str | None:
+    """Run ``command`` on the desktop; its standard error."""
+    result = await env.client.execute(config["command"], shell=bool(config.get("shell", False)))
+    return result.get("error")
+
+
+async def get_rule(env: Any, config: Mapping[str, Any]) -> Any:
+    """The literal ``rules`` of the config (OSWorld's way to pass expected values to a metric)."""
+    if "rules" not in config:
+        raise ValueError(f"rule getter config {dict(config)!r} needs 'rules'")
+    return config["rules"]
+
+
+async def get_accessibility_tree(env: Any, config: Mapping[str, Any]) -> str | None:
+    """The desktop's AT-SPI tree as XML (None when the desktop has no accessibility bus)."""
+    return await env.client.accessibility_tree()
+
+
+async def get_list_directory(env: Any, config: Mapping[str, Any]) -> dict[str, Any]:
+    """OSWorld's directory tree ``{type, name, children}`` of ``path``."""
+    return await env.client.list_directory(config["path"])
+
+
+async def get_vm_screen_size(env: Any, config: Mapping[str, Any]) -> dict[str, int]:
+    width, height = await env.client.screen_size()
+    return {"width": width, "height": height}
+
+
+async def get_vm_file_text(env: Any, config: Mapping[str, Any]) -> str:
+    """A text file's content on the desktop (``encoding`` default utf-8)."""
+    data = await env.client.get_file(config["path"])
+    if data is None:
+        raise FileNotFoundError(f"vm_file_text: {config['path']} does not exist on the desktop")
+    return data.decode(config.get("encoding", "utf-8"), errors="replace")
+
+
+async def get_vm_files_exist(env: Any, config: Mapping[str, Any]) -> dict[str, bool]:
+    """``{path: exists}`` for each of ``paths`` (for file-management tasks)."""
+    script = "import json, os, sys; print(json.dumps({p: os.path.exists(os.path.expanduser(p)) for p in sys.argv[1:]}))"
+    paths: Sequence[str] = _as_list(config["paths"])
+    result = await env.client.execute(["python3", "-c", script, *paths])
+    import json
+
+    try:
+        return json.loads(result.get("output") or "")
+    except ValueError:
+        raise RuntimeError(f"vm_files_exist: the desktop answered {result!r}") from None
+
+
+#: registry name -> function (OSWorld's ``get_<name>``)
+GETTERS = {
+    name[len("get_"):]: obj for name, obj in dict(globals()).items() if name.startswith("get_") and callable(obj)
+}

@@ -1,0 +1,283 @@
+"""General OSWorld metrics: strings, rules, text files, JSON.
+
+Every metric is ``metric(result, expected=None, **options) -> float`` in [0, 1]
+and is pure: it reads only its arguments (and the local files they name).
+Names and argument shapes follow OSWorld's ``desktop_env.evaluators.metrics``
+so task JSON written for OSWorld scores the same here: ``expected`` is often
+the dict a ``rule`` getter returns (``{"expected": ...}`` or
+``{"include": [...], "exclude": [...]}``).
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import json
+import re
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import structlog
+
+from environments.judges.rules import match_value
+
+log = structlog.get_logger(__name__)
+
+
+def _expected_value(rules: Any) -> Any:
+    """OSWorld passes ``{"expected": x}``; accept a bare ``x`` too."""
+    if isinstance(rules, Mapping) and "expected" in rules:
+        return rules["expected"]
+    return rules
+
+
+def _read_text(path: str | Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+
+
+# ---------------------------------------------------------------------------
+# Strings and values
+# ---------------------------------------------------------------------------
+
+
+def exact_match(result: Any, rules: Any = None, **_: Any) -> float:
+    """1 when ``result`` equals ``rules["expected"]``."""
+    return float(result is not None and result == _expected_value(rules))
+
+
+def literal_match(result: Any, expected: Any = None, *, type: str = "str", ignore_case: bool = False, **_: Any) -> float:
+    """String (or list of strings) equality, optionally case-insensitive."""
+    def norm(value: Any) -> str:
+        text = str(value)
+        return text.lower() if ignore_case else text
+
+    if type == "str":
+        return float(result is not None and norm(result) == norm(expected))
+    if type == "list":
+        if not isinstance(result, (list, tuple)) or not isinstance(expected, (list, tuple)):
+            return 0.0
+        return float([norm(r) for r in result] == [norm(e) for e in expected])
+    raise ValueError(f"literal_match: type must be 'str' or 'list', got {type!r}")
+
+
+def match_in_list(result: Any, rules: Any = None, **_: Any) -> float:
+    """1 when ``result`` is one of ``rules["expected"]`` (a list of acceptable answers)."""
+    return float(result is not None and result in _expected_value(rules))
+
+
+def is_in_list(result: Any, rules: Any = None, **_: Any) -> float:
+    """1 when ``rules["expected"]`` is an element of ``result`` (a list or string)."""
+    return float(result is not None and _expected_value(rules) in result)
+
+
+def check_include_exclude(result: Any, rules: Any = None, **_: Any) -> float:
+    """1 when every ``include`` string occurs in ``result`` and no ``exclude`` string does."""
+    if result is None:
+        return 0.0
+    rules = rules or {}
+    text = str(result)
+    include: Sequence[str] = rules.get("include", [])
+    exclude: Sequence[str] = rules.get("exclude", [])
+    return float(all(s in text for s in include) and all(s not in text for s in exclude))
+
+
+def fuzzy_match(result: Any, rules: Any = None, **_: Any) -> float:
+    """Similarity ratio in [0, 1] between ``result`` and ``rules["expected"]`` (Levenshtein-like)."""
+    if result is None:
+        return 0.0
+    expected = str(_expected_value(rules))
+    return difflib.SequenceMatcher(a=str(result), b=expected, autojunk=False).ratio()
+
+
+def fuzzy_match_threshold(result: Any, rules: Any = None, *, threshold: float = 0.9, **_: Any) -> float:
+    """1 when :func:`fuzzy_match` reaches ``threshold`` (a binary variant for RL rewards)."""
+    return float(fuzzy_match(result, rules) >= threshold)
+
+
+def check_value(result: Any, rules: Any = None, **_: Any) -> float:
+    """1 when ``result`` satisfies the OSWorld value rule ``{"method", "ref"}`` (or every rule of a list)."""
+    if result is None or rules is None:
+        return 0.0
+    rule_list = rules if isinstance(rules, list) else [rules]
+    return float(all(match_value(result, r) for r in rule_list))
+
+
+def infeasible(result: Any = None, expected: Any = None, **_: Any) -> float:
+    """Marker metric: the evaluation scores infeasible tasks by the last action (FAIL) itself."""
+    return 0.0
+
+
+# ---------------------------------------------------------------------------
+# Text files (``result``/``expected`` are local paths, as vm_file returns)
+# ---------------------------------------------------------------------------
+
+
+def _normalize_text(text: str, *, ignore_blanks: bool, ignore_case: bool) -> str:
+    if ignore_blanks:
+        text = re.sub(r"\s+", " ", text).strip()
+    if ignore_case:
+        text = text.lower()
+    return text
+
+
+def compare_text_file(
+    result: str | None, expected: str | None = None, *, ignore_blanks: bool = False, ignore_case: bool = False, **_: Any
+) -> float:
+    """1 when the two text files have the same content (optionally ignoring blanks/case)."""
+    actual, gold = _read_text(result), _read_text(expected)
+    if actual is None or gold is None:
+        return 0.0
+    return float(
+        _normalize_text(actual, ignore_blanks=ignore_blanks, ignore_case=ignore_case)
+        == _normalize_text(gold, ignore_blanks=ignore_blanks, ignore_case=ignore_case)
+    )
+
+
+def diff_text_file(result: str | None, expected: str | None = None, **_: Any) -> float:
+    """Line-level similarity ratio of two text files."""
+    actual, gold = _read_text(result), _read_text(expected)
+    if actual is None or gold is None:
+        return 0.0
+    return difflib.SequenceMatcher(a=actual.splitlines(), b=gold.splitlines(), autojunk=False).ratio()
+
+
+def check_text_file(result: str | None, rules: Any = None, **_: Any) -> float:
+    """:func:`check_include_exclude` over a text file's content."""
+    return check_include_exclude(_read_text(result), rules)
+
+
+def check_list(result: str | None, rules: Any = None, **_: Any) -> float:
+    """Every ``expect`` regex matches some line of the file and no ``unexpect`` regex matches any line."""
+    text = _read_text(result)
+    if text is None:
+        return 0.0
+    rules = rules or {}
+    lines = text.splitlines()
+    expect = [re.compile(p) for p in rules.get("expect", [])]
+    unexpect = [re.compile(p) for p in rules.get("unexpect", [])]
+    found = all(any(p.search(line) for line in lines) for p in expect)
+    clean = not any(p.search(line) for p in unexpect for line in lines)
+    return float(found and clean)
+
+
+def check_csv(result: str | None, rules: Any = None, **_: Any) -> float:
+    """Every ``expect`` record ``{column: value}`` occurs in the CSV and no ``unexpect`` record does."""
+    text = _read_text(result)
+    if text is None:
+        return 0.0
+    rules = rules or {}
+    records = list(csv.DictReader(text.splitlines()))
+
+    def matches(rule: Mapping[str, Any], record: Mapping[str, Any]) -> bool:
+        return all(str(record.get(k, "")).strip() == str(v).strip() for k, v in rule.items())
+
+    expect_ok = all(any(matches(r, rec) for rec in records) for r in rules.get("expect", []))
+    unexpect_ok = not any(matches(r, rec) for r in rules.get("unexpect", []) for rec in records)
+    return float(expect_ok and unexpect_ok)
+
+
+def compare_csv(
+    result: str | None, expected: str | None = None, *, strict: bool = True, ignore_case: bool = False, **_: Any
+) -> float:
+    """Line-by-line CSV comparison (``strict=False`` strips each line)."""
+    actual, gold = _read_text(result), _read_text(expected)
+    if actual is None or gold is None:
+        return 0.0
+    a, b = actual.strip("\n").splitlines(), gold.strip("\n").splitlines()
+    if not strict:
+        a, b = [line.strip() for line in a], [line.strip() for line in b]
+    if ignore_case:
+        a, b = [line.lower() for line in a], [line.lower() for line in b]
+    return float(a == b)
+
+
+# ---------------------------------------------------------------------------
+# JSON
+# ---------------------------------------------------------------------------
+
+
+def _load_structured(path: str | None, is_yaml: bool) -> Any:
+    text = _read_text(path)
+    if text is None:
+        return None
+    try:
+        if is_yaml:
+            import yaml
+
+            return yaml.safe_load(text)
+        return json.loads(text)
+    except (ValueError, Exception) as exc:  # a malformed file is a wrong answer, not a judge crash
+        log.info("structured file does not parse", path=path, error=str(exc))
+        return None
+
+
+def _lookup(data: Any, keys: Sequence[Any]) -> tuple[bool, Any]:
+    value = data
+    for key in keys:
+        try:
+            value = value[key]
+        except (KeyError, IndexError, TypeError):
+            return False, None
+    return True, value
+
+
+def check_json(result: str | None, rules: Any = None, *, is_yaml: bool = False, **_: Any) -> float:
+    """OSWorld's ``check_json``: ``expect``/``unexpect`` lists of ``{key: [path...], method, ref}`` on a JSON file."""
+    data = _load_structured(result, is_yaml)
+    if data is None:
+        return 0.0
+    rules = rules or {}
+    for rule in rules.get("expect", []):
+        found, value = _lookup(data, rule["key"])
+        if not found or not match_value(value, rule):
+            return 0.0
+    for rule in rules.get("unexpect", []):
+        found, value = _lookup(data, rule["key"])
+        if found and match_value(value, rule):
+            return 0.0
+    return 1.0
+
+
+def check_direct_json_object(result: Any, rules: Any = None, **_: Any) -> float:
+    """Compare a JSON object (or its text) with ``rules["expected"]`` key by key.
+
+    ``expect_in_result: true`` instead requires each expected value to occur in
+    the result's value (substring / membership).
+    """
+    if isinstance(result, (str, bytes)):
+        try:
+            result = json.loads(result)
+        except ValueError:
+            return 0.0
+    if not isinstance(result, Mapping):
+        return 0.0
+    rules = rules or {}
+    expected: Mapping[str, Any] = rules.get("expected", {})
+    contains = bool(rules.get("expect_in_result", False))
+    for key, want in expected.items():
+        got = result.get(key)
+        if contains:
+            if got is None or want not in got:
+                return 0.0
+        elif _normalize_json(got) != _normalize_json(want):
+            return 0.0
+    return 1.0
+
+
+def _normalize_json(value: Any) -> Any:
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, list):
+        return [_normalize_json(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _normalize_json(v) for k, v in value.items()}
+    return value

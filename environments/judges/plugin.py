@@ -1,0 +1,38 @@
+"""Entry-point module ``judges-builtin``: OSWorld-named getters and metrics.
+
+References are lazy (``module:function``) so listing plugins imports neither
+openpyxl nor python-docx.
+"""
+
+from __future__ import annotations
+
+from core import hookimpl
+
+_GETTERS = "environments.judges.getters"
+GETTER_NAMES = (
+    "vm_file", "cloud_file", "vm_command_line", "vm_command_error", "rule", "accessibility_tree",
+    "list_directory", "vm_screen_size", "vm_file_text", "vm_files_exist",
+)
+
+_METRICS = {
+    "environments.judges.metrics": (
+        "exact_match", "literal_match", "match_in_list", "is_in_list", "check_include_exclude", "fuzzy_match",
+        "fuzzy_match_threshold", "check_value", "infeasible", "compare_text_file", "diff_text_file",
+        "check_text_file", "check_list", "check_csv", "compare_csv", "check_json", "check_direct_json_object",
+    ),
+    "environments.judges.tables": ("compare_table",),
+    "environments.judges.documents": ("compare_docx_files", "compare_document_text", "check_document"),
+}
+
+
+@hookimpl
+def scalecua_register_getters(registry):
+    for name in GETTER_NAMES:
+        registry.register(name, f"{_GETTERS}:get_{name}", description=f"OSWorld getter get_{name}")
+
+
+@hookimpl
+def scalecua_register_metrics(registry):
+    for module, names in _METRICS.items():
+        for name in names:
+            registry.register(name, f"{module}:{name}", description=f"OSWorld-compatible metric {name}")

@@ -11,7 +11,9 @@ Pure functions on tensors and on the typed objects of :mod:`core.types`:
 * token-mean aggregation whose normalizer is fixed for the whole optimizer step,
   so micro-batching never changes the gradient.
 
-Every hyperparameter comes from :class:`core.config.AlgorithmSection`.
+Every hyperparameter comes from :class:`core.config.AlgorithmSection`. Rewards and
+advantages themselves are computed by :mod:`core.advantages` (the loop needs them
+without torch); this module re-exports them.
 """
 
 from __future__ import annotations
@@ -20,10 +22,18 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
+__all__ = [
+    "ClippedSurrogate", "StepStats", "assign_advantages", "assign_segment_advantages", "clipped_surrogate",
+    "count_trainable_tokens", "entropy_from_logits", "episode_reward", "group_advantages", "grpo_token_loss",
+    "importance_ratio", "k3_kl",
+]
+
 import torch
 
+from core import advantages as core_advantages
+from core.advantages import episode_reward, group_advantages
 from core.config import AlgorithmSection
-from core.types import EpisodeStatus, RolloutGroup, Segment, Trajectory
+from core.types import RolloutGroup, Segment
 
 #: log-ratio bounds before exp(): beyond them the ratio is numerically meaningless anyway
 _LOG_RATIO_BOUND = 20.0
@@ -32,77 +42,24 @@ _K3_BOUND = 10.0
 
 
 # ---------------------------------------------------------------------------
-# Rewards and advantages (per trajectory)
+# Rewards and advantages (per trajectory): the loop needs them without torch, so they
+# live in core.advantages; this wrapper takes the hyperparameters from the config section.
 # ---------------------------------------------------------------------------
 
 
-def episode_reward(trajectory: Trajectory, incomplete_penalty: float) -> float:
-    """The scalar reward of one finished episode.
-
-    The judge's score (0 when there is no judgement or it is not ``ok``) plus
-    ``incomplete_penalty`` when the agent did not finish within the turn or
-    context limit. Episodes lost to an environment failure have no reward:
-    they are retried, never trained on, so asking for one is an error.
-    """
-    if trajectory.status == EpisodeStatus.ENV_ERROR:
-        raise ValueError(
-            f"trajectory {trajectory.trajectory_id} (task {trajectory.task_id}) ended in an environment error; "
-            "such episodes are retried, not scored — drop it from the group before computing rewards"
-        )
-    judgement = trajectory.judgement
-    score = float(judgement.score) if judgement is not None else 0.0
-    if trajectory.status == EpisodeStatus.INCOMPLETE:
-        score += incomplete_penalty
-    return score
-
-
-def group_advantages(rewards: torch.Tensor, *, eps: float = 1e-6, normalize_std: bool = True) -> torch.Tensor:
-    """GRPO advantages for one group: ``(r - mean) / (std + eps)``, or ``r - mean`` without std scaling.
-
-    ``std`` is the unbiased sample standard deviation (as verl and the GRPO
-    reference implementations use). A group of one rollout has no baseline and
-    gets advantage 0; so does a group whose rewards are all equal.
-    """
-    if rewards.dim() != 1:
-        raise ValueError(f"group_advantages expects a 1-D tensor of one group's rewards, got shape {tuple(rewards.shape)}")
-    rewards = rewards.to(torch.float64)
-    if rewards.numel() < 2:
-        return torch.zeros_like(rewards)
-    centered = rewards - rewards.mean()
-    if not normalize_std:
-        return centered
-    return centered / (rewards.std(unbiased=True) + eps)
-
-
 def assign_advantages(groups: Iterable[RolloutGroup], algorithm: AlgorithmSection) -> dict[str, float]:
-    """Set each trajectory's reward and advantage, and copy both onto all of its segments.
+    """Set each trajectory's reward and advantage and copy both onto all of its segments.
 
-    Returns trajectory id -> advantage. The advantage is computed over the n
-    rollouts of each task and shared by every segment of a rollout, so a
-    long episode cut into many segments is not weighted differently per
-    segment (the loss mask already makes every response count once).
+    Rewards add ``algorithm.incomplete_penalty`` to unfinished episodes; the
+    GRPO advantage is computed over the n rollouts of each task and shared by
+    every segment of a rollout. Returns trajectory id -> advantage.
     """
-    advantages: dict[str, float] = {}
-    for group in groups:
-        if not group.trajectories:
-            raise ValueError(f"rollout group of task {group.task_id} has no trajectories")
-        for traj in group.trajectories:
-            if traj.task_id != group.task_id:
-                raise ValueError(
-                    f"trajectory {traj.trajectory_id} belongs to task {traj.task_id}, not to its group's task "
-                    f"{group.task_id}"
-                )
-            traj.reward = episode_reward(traj, algorithm.incomplete_penalty)
-        rewards = torch.tensor(group.rewards, dtype=torch.float64)
-        adv = group_advantages(rewards, eps=algorithm.advantage_eps, normalize_std=algorithm.normalize_advantage_std)
-        for traj, value in zip(group.trajectories, adv.tolist()):
-            if traj.trajectory_id in advantages:
-                raise ValueError(f"trajectory id {traj.trajectory_id} occurs twice in the batch")
-            advantages[traj.trajectory_id] = value
-            traj.metadata["advantage"] = value
-            for segment in traj.segments:
-                _stamp(segment, traj, value)
-    return advantages
+    return core_advantages.assign_advantages(
+        groups,
+        incomplete_penalty=algorithm.incomplete_penalty,
+        eps=algorithm.advantage_eps,
+        normalize_std=algorithm.normalize_advantage_std,
+    )
 
 
 def assign_segment_advantages(
@@ -119,15 +76,6 @@ def assign_segment_advantages(
             ) from None
         if rewards is not None:
             segment.reward = float(rewards[segment.trajectory_id])
-
-
-def _stamp(segment: Segment, traj: Trajectory, advantage: float) -> None:
-    if segment.trajectory_id != traj.trajectory_id:
-        raise ValueError(
-            f"segment {segment.trajectory_id}#{segment.index} is attached to trajectory {traj.trajectory_id}"
-        )
-    segment.reward = traj.reward
-    segment.advantage = advantage
 
 
 # ---------------------------------------------------------------------------

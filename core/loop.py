@@ -68,16 +68,20 @@ def settings_from(resolved: ResolvedConfig) -> EpisodeSettings:
     )
 
 
-def build_components(resolved: ResolvedConfig, plugins: Plugins, run_dir: Path, *, train: bool = True) -> Components:
+def build_components(
+    resolved: ResolvedConfig, plugins: Plugins, run_dir: Path, *, train: bool = True, task_paths: list[str] | None = None
+) -> Components:
+    """Create every component of a run. ``train=False`` (evaluation) skips sampler and optimizer state."""
     cfg = resolved.config
     seed = cfg.run.seed
+    paths = cfg.tasks.paths if task_paths is None else task_paths
     model = resolved.create("model", plugins, run_dir=run_dir)
     backend = resolved.create("environment", plugins, run_dir=run_dir)
     base_dir = resolved.source.parent if resolved.source else None
-    tasks = load_tasks(cfg.tasks.paths, base_dir=base_dir, convert=backend.convert_task,
-                       include=cfg.tasks.include, domains=cfg.tasks.domains)
+    tasks = load_tasks(paths, base_dir=base_dir, convert=backend.convert_task,
+                       include=cfg.tasks.include if task_paths is None else None, domains=cfg.tasks.domains)
     if not tasks:
-        raise_empty(cfg.tasks.paths)
+        raise_empty(paths)
     sampler = resolved.create("sampler", plugins) if train else None
     if sampler is not None:
         sampler.setup(tasks, seed=seed)

@@ -1,0 +1,160 @@
+"""``python -m core.ablate FILE``: a matrix of plugin swaps, one training run per cell, and a comparison table.
+
+An ablation file::
+
+    base: quickstart.yaml              # relative to this file
+    overrides: [run.iterations=20]     # applied to every run
+    matrix:                            # slot -> component names (or full {name, options} slots)
+      sampler: [frontier, uniform, curriculum, dapo]
+      segmenter: [sliding-window, step-wise]
+    metrics: [success/rate, reward/mean, groups/informative_share, time/iteration]
+    last: 5                            # table cells average the last N iterations
+
+Ablations swap plugins by name only: a cell replaces a slot's ``name`` and,
+when the name changes, drops the base's ``options`` for that slot (they
+belong to the other plugin) unless the cell gives its own. Every cell is
+validated before any run starts; each run gets its own run directory under
+``<run.output_dir>/<ablation name>/``; cells run one after another in child
+processes, so a crashed cell does not take the others down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from omegaconf import OmegaConf
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from core.cli import main_guard
+from core.config import SLOT_KINDS, load_config, load_raw
+from core.errors import ConfigError
+from core.metrics import MetricsLog
+from core.rundir import latest_run_dir
+
+
+class AblationSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    base: str
+    name: str | None = None
+    overrides: list[str] = Field(default_factory=list)
+    matrix: dict[str, list[str | dict[str, Any]]]
+    metrics: list[str] = Field(default_factory=lambda: ["success/rate", "reward/mean", "time/iteration"])
+    last: int = Field(5, ge=1)
+
+
+def load_spec(path: Path) -> AblationSpec:
+    try:
+        spec = AblationSpec.model_validate(OmegaConf.to_container(OmegaConf.load(path), resolve=True))
+    except FileNotFoundError:
+        raise ConfigError([f"ablation file {path} does not exist"]) from None
+    except ValidationError as exc:
+        raise ConfigError([f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]) from None
+    bad = [slot for slot in spec.matrix if slot not in SLOT_KINDS and not slot.startswith("synthesis.")]
+    if bad:
+        raise ConfigError([f"matrix.{slot}: not a plugin slot; slots: {', '.join(SLOT_KINDS)}" for slot in bad])
+    return spec
+
+
+def cell_overrides(base_raw: dict[str, Any], cell: dict[str, str | dict[str, Any]]) -> tuple[str, list[str]]:
+    """The label and dotlist overrides of one matrix cell."""
+    labels, overrides = [], []
+    for slot, choice in cell.items():
+        current = base_raw.get(slot) or {}
+        if isinstance(choice, dict):
+            name, options = choice["name"], choice.get("options")
+        else:
+            name, options = choice, None
+        labels.append(f"{slot}={name}")
+        if current.get("options") and (options is not None or current.get("name") != name):
+            overrides.append(f"~{slot}.options")
+        overrides.append(f"{slot}.name={name}")
+        if options:
+            overrides.append(f"{slot}.options={json.dumps(options)}")
+    return ",".join(labels), overrides
+
+
+def expand(spec: AblationSpec) -> list[dict[str, Any]]:
+    slots = list(spec.matrix)
+    return [dict(zip(slots, combo)) for combo in itertools.product(*(spec.matrix[s] for s in slots))]
+
+
+def summarize_run(run_dir: Path | None, metrics: list[str], last: int) -> dict[str, Any]:
+    records = MetricsLog(run_dir).read() if run_dir else []
+    tail = records[-last:]
+    row: dict[str, Any] = {"iterations": len(records)}
+    for key in metrics:
+        values = [r[key] for r in tail if isinstance(r.get(key), (int, float))]
+        row[key] = statistics.fmean(values) if values else None
+    return row
+
+
+def format_table(rows: list[dict[str, Any]], metrics: list[str]) -> str:
+    header = ["cell", "status", "iters", *metrics]
+    body = [[r["cell"], r["status"], str(r["summary"]["iterations"]),
+             *("-" if r["summary"][m] is None else f"{r['summary'][m]:.4g}" for m in metrics)] for r in rows]
+    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(header)]
+    fmt = lambda cols: " | ".join(c.ljust(w) for c, w in zip(cols, widths))  # noqa: E731
+    return "\n".join([fmt(header), "-+-".join("-" * w for w in widths), *(fmt(b) for b in body)])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m core.ablate", description=__doc__.splitlines()[0])
+    parser.add_argument("file", type=Path, help="ablation YAML")
+    parser.add_argument("--dry-run", action="store_true", help="validate every cell and print the plan")
+    args = parser.parse_args(argv)
+
+    spec = load_spec(args.file)
+    base = (args.file.parent / spec.base).resolve()
+    base_raw = load_raw(base, spec.overrides)
+    name = spec.name or args.file.stem
+    out_root = Path(base_raw.get("run", {}).get("output_dir", "runs")) / name
+    plan = []
+    problems: list[str] = []
+    for cell in expand(spec):
+        label, overrides = cell_overrides(base_raw, cell)
+        run_name = label.replace("=", "-").replace(",", "_")
+        full = [*spec.overrides, *overrides, f"run.name={run_name}", f"run.output_dir={out_root}"]
+        try:
+            load_config(base, full, required=("model", "environment", "sampler", "segmenter", "trainer", "rollout",
+                                              "judge"))
+        except ConfigError as exc:
+            problems.extend(f"[{label}] {p}" for p in exc.problems)
+        plan.append((label, run_name, full))
+    if problems:
+        raise ConfigError(problems)
+    if args.dry_run:
+        print(json.dumps([{"cell": label, "overrides": full} for label, _, full in plan], indent=2))
+        return 0
+
+    rows = []
+    for label, run_name, full in plan:
+        started = time.monotonic()
+        print(f"== {label}", file=sys.stderr, flush=True)
+        proc = subprocess.run([sys.executable, "-m", "core.run", "--config", str(base), *full])
+        run_dir = latest_run_dir(out_root, run_name)
+        rows.append({
+            "cell": label, "run_dir": str(run_dir) if run_dir else None,
+            "status": "ok" if proc.returncode == 0 else f"exit {proc.returncode}",
+            "seconds": round(time.monotonic() - started, 1),
+            "summary": summarize_run(run_dir, spec.metrics, spec.last),
+        })
+    out_root.mkdir(parents=True, exist_ok=True)
+    (out_root / "ablation.json").write_text(json.dumps({"spec": spec.model_dump(), "rows": rows}, indent=2) + "\n")
+    table = format_table(rows, spec.metrics)
+    (out_root / "ablation.md").write_text(table + "\n")
+    print(table)
+    print(f"\nwritten: {out_root / 'ablation.json'}")
+    return 0 if all(r["status"] == "ok" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main_guard(main))

@@ -1,0 +1,151 @@
+"""``python -m core.eval --config FILE [--checkpoint DIR] [--passes 4] [KEY=VALUE ...]``.
+
+Runs every evaluation task ``passes`` times (``tasks.eval_paths``, else
+``tasks.paths``) and prints per-domain success rates with the standard
+deviation over passes, plus pass@k (k = 1, 2, 4, 8; the unbiased estimator,
+null where k exceeds the passes) in the layout of the paper's Table 2. Writes
+the same numbers as JSON (``--out``, default ``<run_dir>/eval.json``).
+
+Domains are the tasks' ``snapshot`` (OSWorld) unless ``extra.eval_groups``
+maps group names to lists of domains (e.g. the paper's Office = calc, writer,
+impress).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import structlog
+
+from core import checkpoint, logs, rundir
+from core.cli import config_parser, main_guard
+from core.config import load_config
+from core.errors import CheckpointError
+from core.loop import build_components, sync_weights
+from core.rollouts import collect_groups
+from core.types import RolloutGroup, Task
+
+log = structlog.get_logger(__name__)
+REQUIRED_SLOTS = ("model", "environment", "segmenter", "rollout", "judge")
+PASS_AT = (1, 2, 4, 8)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float | None:
+    """Unbiased pass@k from n samples with c successes (Chen et al., 2021); None when k > n."""
+    if k > n:
+        return None
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def domain_of(task: Task, groups: Mapping[str, Sequence[str]]) -> str:
+    for name, members in groups.items():
+        if task.domain in members:
+            return name
+    return task.domain or "unknown"
+
+
+def summarize(results: Sequence[RolloutGroup], tasks: Mapping[str, Task], passes: int,
+              groups: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """Per-domain mean +- std of the per-pass success rate, and pass@k, plus the overall row."""
+    by_domain: dict[str, list[list[bool]]] = {}
+    for group in results:
+        outcomes = [t.success for t in group.trajectories]
+        by_domain.setdefault(domain_of(tasks[group.task_id], groups), []).append(outcomes)
+    by_domain["Overall"] = [o for rows in list(by_domain.values()) for o in rows]
+
+    table: dict[str, Any] = {}
+    for domain, rows in by_domain.items():
+        per_pass = [
+            100.0 * statistics.fmean(row[p] for row in rows if p < len(row))
+            for p in range(passes)
+            if any(p < len(row) for row in rows)
+        ]
+        table[domain] = {
+            "tasks": len(rows),
+            "success": statistics.fmean(per_pass) if per_pass else 0.0,
+            "std": statistics.pstdev(per_pass) if len(per_pass) > 1 else 0.0,
+            "pass_at": {
+                str(k): (None if any(pass_at_k(len(r), sum(r), k) is None for r in rows)
+                         else 100.0 * statistics.fmean(pass_at_k(len(r), sum(r), k) for r in rows))
+                for k in PASS_AT
+            },
+        }
+    return table
+
+
+def format_table(table: Mapping[str, Any], title: str) -> str:
+    domains = [d for d in table if d != "Overall"] + ["Overall"]
+    width = max(10, *(len(d) for d in domains)) + 2
+    lines = [title, "".join(f"{'':<12}") + "".join(f"{d:>{width}}" for d in domains)]
+    lines.append(f"{'success %':<12}" + "".join(
+        f"{table[d]['success']:>{width - 6}.1f}±{table[d]['std']:<5.1f}" for d in domains))
+    for k in PASS_AT:
+        cells = [table[d]["pass_at"][str(k)] for d in domains]
+        lines.append(f"{f'pass@{k} %':<12}" + "".join(
+            f"{'-':>{width}}" if c is None else f"{c:>{width}.1f}" for c in cells))
+    lines.append(f"{'tasks':<12}" + "".join(f"{table[d]['tasks']:>{width}}" for d in domains))
+    return "\n".join(lines)
+
+
+async def evaluate(resolved: Any, plugins: Any, run_dir: Path, *, ckpt: Path | None, passes: int) -> dict[str, Any]:
+    cfg = resolved.config
+    eval_paths = cfg.tasks.eval_paths or cfg.tasks.paths
+    c = build_components(resolved, plugins, run_dir, train=False, task_paths=eval_paths)
+    try:
+        if ckpt is not None:
+            trainer = resolved.create("trainer", plugins, model=c.model, algorithm=cfg.algorithm, seed=cfg.run.seed)
+            try:
+                if not (ckpt / checkpoint.COMPLETE_MARKER).is_file():
+                    raise CheckpointError(f"{ckpt} is not a complete checkpoint directory (no COMPLETE marker)")
+                trainer.load(ckpt / "trainer")
+                sync_weights(trainer, c.engine)
+            finally:
+                trainer.close()
+        results, stats = await collect_groups(
+            list(c.tasks), c.tasks, c.deps, n=passes, concurrency=cfg.rollout_loop.concurrency,
+            retries=cfg.rollout_loop.env_retries, iteration=0, seed=cfg.run.seed, tag="eval",
+        )
+    finally:
+        await c.close()
+    groups = cfg.extra.get("eval_groups", {}) or {}
+    table = summarize(results, c.tasks, passes, groups)
+    return {"checkpoint": str(ckpt) if ckpt else None, "passes": passes, "env_errors": stats.env_errors,
+            "lost_rollouts": stats.lost_rollouts, "domains": table}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = config_parser("python -m core.eval", "per-domain success rates and pass@k")
+    parser.add_argument("--checkpoint", type=Path, default=None, help="a checkpoint directory (iter_NNNNNN)")
+    parser.add_argument("--passes", type=int, default=4, help="independent rollouts per task (default 4)")
+    parser.add_argument("--out", type=Path, default=None, help="JSON output (default <run_dir>/eval.json)")
+    args = parser.parse_args(argv)
+    if args.passes < 1:
+        parser.error("--passes must be >= 1")
+    logs.configure()
+    resolved, plugins = load_config(args.config, [*args.overrides, f"run.name={_name(args)}"],
+                                    required=REQUIRED_SLOTS)
+    run_dir = rundir.prepare(resolved, plugins)
+    logs.configure(resolved.config.run.log_level, run_dir / "log.jsonl")
+    result = asyncio.run(evaluate(resolved, plugins, run_dir, ckpt=args.checkpoint, passes=args.passes))
+    out = args.out or run_dir / "eval.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    title = f"Success rates (%), {args.passes} passes" + (f", checkpoint {args.checkpoint}" if args.checkpoint else "")
+    print(format_table(result["domains"], title))
+    print(f"\nwritten: {out}")
+    return 0
+
+
+def _name(args: Any) -> str:
+    return "eval-" + (args.checkpoint.name if args.checkpoint else Path(args.config).stem)
+
+
+if __name__ == "__main__":
+    sys.exit(main_guard(main))

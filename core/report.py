@@ -1,0 +1,127 @@
+"""``python -m core.report RUN_DIR``: PNG plots of a run.
+
+Writes ``RUN_DIR/report/``: ``curves.png`` (reward and success rate per
+iteration, informative-group share), ``phases.png`` (wall time per phase per
+iteration), ``sampler_weights.png`` (the sampler's weight distribution over
+tasks at each recorded checkpoint), and ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from core.cli import main_guard
+from core.errors import ScaleCUAError
+from core.metrics import MetricsLog
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_curves(records: list[dict[str, Any]], path: Path) -> None:
+    plt = _plt()
+    its = [r["iteration"] for r in records]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for key, label in (("reward/mean", "reward (mean)"), ("success/rate", "success rate")):
+        axes[0].plot(its, [r.get(key, float("nan")) for r in records], marker="o", ms=3, label=label)
+    axes[0].set_xlabel("iteration")
+    axes[0].set_title("reward and success")
+    axes[0].legend()
+    axes[1].plot(its, [r.get("groups/informative_share", float("nan")) for r in records], marker="o", ms=3,
+                 color="tab:green")
+    axes[1].set_ylim(-0.05, 1.05)
+    axes[1].set_xlabel("iteration")
+    axes[1].set_title("share of groups with non-zero advantage")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_phases(records: list[dict[str, Any]], path: Path) -> None:
+    plt = _plt()
+    phases = sorted({k for r in records for k in r if k.startswith("time/") and k != "time/iteration"})
+    its = [r["iteration"] for r in records]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    bottom = [0.0] * len(records)
+    for phase in phases:
+        values = [float(r.get(phase, 0.0)) for r in records]
+        ax.bar(its, values, bottom=bottom, label=phase.removeprefix("time/"))
+        bottom = [b + v for b, v in zip(bottom, values)]
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("seconds")
+    ax.set_title("time per phase")
+    if phases:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_sampler_weights(snapshots: list[dict[str, Any]], path: Path) -> None:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for snap in snapshots:
+        label = f"iteration {snap['iteration']}"
+        if "weights" in snap:
+            ax.hist(list(snap["weights"].values()), bins=30, range=(0, 1), histtype="step", label=label)
+        else:
+            hist = snap["histogram"]
+            ax.stairs(hist["counts"], hist["edges"], label=label)
+    ax.set_xlabel("sampling weight")
+    ax.set_ylabel("tasks")
+    ax.set_title("sampler weight distribution over tasks")
+    if snapshots:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(run_dir: Path) -> dict[str, Any]:
+    if not run_dir.is_dir():
+        raise ScaleCUAError(f"{run_dir} is not a run directory")
+    records = MetricsLog(run_dir).read()
+    if not records:
+        raise ScaleCUAError(f"{run_dir}/metrics.jsonl has no iterations yet; nothing to plot")
+    out = run_dir / "report"
+    out.mkdir(exist_ok=True)
+    plot_curves(records, out / "curves.png")
+    plot_phases(records, out / "phases.png")
+    files = ["curves.png", "phases.png"]
+    weights_file = run_dir / "sampler_weights.jsonl"
+    if weights_file.exists():
+        snapshots = [json.loads(line) for line in weights_file.read_text().splitlines() if line.strip()]
+        plot_sampler_weights(snapshots[-5:], out / "sampler_weights.png")
+        files.append("sampler_weights.png")
+    last = records[-1]
+    summary = {
+        "run_dir": str(run_dir),
+        "iterations": len(records),
+        "final": {k: last[k] for k in ("reward/mean", "success/rate", "groups/informative_share") if k in last},
+        "best_success_rate": max(r.get("success/rate", 0.0) for r in records),
+        "files": files,
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m core.report", description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path)
+    args = parser.parse_args(argv)
+    print(json.dumps(write_report(args.run_dir), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main_guard(main))

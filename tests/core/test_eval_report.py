@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from core.ablate import cell_overrides, expand, load_spec
+from core.errors import ConfigError, ScaleCUAError
+from core.eval import format_table, pass_at_k, summarize
+from core.metrics import MetricsLog
+from core.report import write_report
+from core.types import Evaluator, Judgement, RolloutGroup, Task, Trajectory
+
+
+def test_pass_at_k_unbiased_estimator():
+    assert pass_at_k(4, 0, 1) == 0.0
+    assert pass_at_k(4, 4, 4) == 1.0
+    assert pass_at_k(4, 1, 1) == pytest.approx(0.25)
+    assert pass_at_k(4, 1, 2) == pytest.approx(1 - math.comb(3, 2) / math.comb(4, 2))  # 0.5
+    assert pass_at_k(4, 2, 8) is None
+
+
+def _task(task_id: str, domain: str) -> Task:
+    return Task(id=task_id, instruction="x", snapshot=domain, evaluator=Evaluator(func="exact_match"))
+
+
+def _group(task_id: str, outcomes: list[int]) -> RolloutGroup:
+    return RolloutGroup(task_id, [
+        Trajectory(f"{task_id}-{i}", task_id, task_id, judgement=Judgement(score=float(o)))
+        for i, o in enumerate(outcomes)
+    ])
+
+
+def test_summarize_per_domain_std_over_passes_and_groups():
+    tasks = {"a": _task("a", "libreoffice_calc"), "b": _task("b", "libreoffice_writer"), "c": _task("c", "os")}
+    results = [_group("a", [1, 0, 1, 1]), _group("b", [0, 0, 1, 0]), _group("c", [1, 1, 1, 1])]
+    table = summarize(results, tasks, 4, {"Office": ["libreoffice_calc", "libreoffice_writer"]})
+    office = table["Office"]
+    per_pass = [50.0, 0.0, 100.0, 50.0]
+    assert office["tasks"] == 2
+    assert office["success"] == pytest.approx(50.0)
+    assert office["std"] == pytest.approx(35.3553, abs=1e-3) and per_pass  # pstdev of the per-pass rates
+    assert office["pass_at"]["1"] == pytest.approx(50.0)
+    assert office["pass_at"]["4"] == pytest.approx(100.0)
+    assert office["pass_at"]["8"] is None
+    assert table["os"]["success"] == 100.0
+    assert table["Overall"]["tasks"] == 3
+    text = format_table(table, "t")
+    assert "Office" in text and "Overall" in text and "pass@8" in text
+
+
+def test_metrics_truncate_drops_redone_and_torn_lines(tmp_path):
+    log = MetricsLog(tmp_path)
+    for i in range(5):
+        log.append({"iteration": i, "reward/mean": i / 10})
+    with log.path.open("a") as fh:
+        fh.write('{"iteration": 5, "rew')  # torn by a kill
+    assert log.truncate_from(3) == 3
+    assert [r["iteration"] for r in log.read()] == [0, 1, 2]
+
+
+def test_report_writes_plots(tmp_path):
+    log = MetricsLog(tmp_path)
+    for i in range(4):
+        log.append({"iteration": i, "reward/mean": 0.1 * i, "success/rate": 0.2 * i,
+                    "groups/informative_share": 0.5, "time/rollout": 1.0, "time/train": 0.5})
+    (tmp_path / "sampler_weights.jsonl").write_text(json.dumps({"iteration": 2, "weights": {"a": 0.2, "b": 0.9}}) + "\n")
+    summary = write_report(tmp_path)
+    for name in ("curves.png", "phases.png", "sampler_weights.png"):
+        data = (tmp_path / "report" / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+    assert summary["iterations"] == 4 and summary["best_success_rate"] == pytest.approx(0.6)
+
+
+def test_report_on_empty_run_is_a_clear_error(tmp_path):
+    with pytest.raises(ScaleCUAError, match="no iterations yet"):
+        write_report(tmp_path)
+
+
+def test_ablation_cells_swap_names_and_drop_foreign_options(tmp_path):
+    spec_file = tmp_path / "abl.yaml"
+    spec_file.write_text("base: base.yaml\nmatrix:\n  sampler: [frontier, uniform]\n  segmenter: [sliding-window, step-wise]\n")
+    spec = load_spec(spec_file)
+    cells = expand(spec)
+    assert len(cells) == 4
+    base_raw = {"sampler": {"name": "frontier", "options": {"sigma": 0.25}}, "segmenter": {"name": "sliding-window"}}
+    label, overrides = cell_overrides(base_raw, {"sampler": "uniform", "segmenter": "sliding-window"})
+    assert label == "sampler=uniform,segmenter=sliding-window"
+    assert overrides == ["~sampler.options", "sampler.name=uniform", "segmenter.name=sliding-window"]
+    _, same = cell_overrides(base_raw, {"sampler": "frontier"})
+    assert same == ["sampler.name=frontier"]  # same plugin keeps its options
+
+
+def test_ablation_rejects_non_slot(tmp_path):
+    spec_file = tmp_path / "abl.yaml"
+    spec_file.write_text("base: base.yaml\nmatrix:\n  algorithm: [a]\n")
+    with pytest.raises(ConfigError, match="matrix.algorithm: not a plugin slot"):
+        load_spec(spec_file)

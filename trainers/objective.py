@@ -7,7 +7,8 @@ Pure functions on tensors and on the typed objects of :mod:`core.types`:
   segment of a rollout,
 * the token-level policy loss: importance ratio against the rollout logprobs,
   DAPO asymmetric clipping, dual clip for negative advantages (as verl's
-  ``compute_policy_loss_vanilla``), k3 KL to the reference policy, entropy bonus,
+  ``compute_policy_loss_vanilla``), k3 KL to the reference policy, entropy bonus
+  (per-token entropies from :func:`trainers.policy.policy_entropy`),
 * token-mean aggregation whose normalizer is fixed for the whole optimizer step,
   so micro-batching never changes the gradient.
 
@@ -22,18 +23,18 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-__all__ = [
-    "ClippedSurrogate", "StepStats", "assign_advantages", "assign_segment_advantages", "clipped_surrogate",
-    "count_trainable_tokens", "entropy_from_logits", "episode_reward", "group_advantages", "grpo_token_loss",
-    "importance_ratio", "k3_kl",
-]
-
 import torch
 
 from core import advantages as core_advantages
 from core.advantages import episode_reward, group_advantages
 from core.config import AlgorithmSection
 from core.types import RolloutGroup, Segment
+
+__all__ = [
+    "ClippedSurrogate", "StepStats", "assign_advantages", "assign_segment_advantages", "clipped_surrogate",
+    "count_trainable_tokens", "episode_reward", "group_advantages", "grpo_token_loss",
+    "importance_ratio", "k3_kl",
+]
 
 #: log-ratio bounds before exp(): beyond them the ratio is numerically meaningless anyway
 _LOG_RATIO_BOUND = 20.0
@@ -142,12 +143,6 @@ def clipped_surrogate(
         clipped_high = clipped_bound & (advantages > 0)
         clipped_low = clipped_bound & negative
     return ClippedSurrogate(loss, ratio, clipped_high, clipped_low, dual)
-
-
-def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
-    """Per-position entropy of the categorical distribution given by ``logits`` (last dim)."""
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    return -(logp.exp() * logp).sum(dim=-1)
 
 
 # ---------------------------------------------------------------------------

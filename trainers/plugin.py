@@ -1,3 +1,13 @@
-"""Entry-point module: registers this package's components (filled in as they land)."""
+"""Entry-point module: registers the built-in trainer backends."""
 
-from core import hookimpl  # noqa: F401
+from core import hookimpl
+
+
+@hookimpl
+def scalecua_register_trainers(registry):  # type: ignore[no-untyped-def]
+    registry.register(
+        "torch",
+        "trainers.torch_backend:create_torch_trainer",
+        options="trainers.torch_backend:TorchTrainerOptions",
+        description="GRPO/DAPO on a Hugging Face Qwen-VL model with PyTorch (CPU or one GPU), vision tower frozen",
+    )

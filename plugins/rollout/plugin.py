@@ -1,3 +1,13 @@
-"""Entry-point module: registers this package's components (filled in as they land)."""
+"""Entry-point module: registers the built-in rollout engines."""
 
-from core import hookimpl  # noqa: F401
+from core import hookimpl
+
+
+@hookimpl
+def scalecua_register_rollout_engines(registry):  # type: ignore[no-untyped-def]
+    registry.register(
+        "hf",
+        "plugins.rollout.hf:create_hf_engine",
+        options="plugins.rollout.hf:HFEngineOptions",
+        description="in-process Hugging Face sampling (batched, seeded) with in-place weight updates",
+    )

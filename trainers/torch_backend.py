@@ -1,0 +1,316 @@
+"""Trainer backend ``torch``: GRPO on a Hugging Face Qwen-VL model in one process (CPU or one GPU).
+
+One :meth:`TorchTrainer.train_step` is one optimizer step over all segments of an
+iteration: segments are packed into micro-batches under a padded-token budget,
+each micro-batch runs the frozen reference model (KL term) and the actor
+forward/backward, gradients accumulate, then AdamW steps once. The loss is a
+token mean over the whole step (:func:`trainers.objective.grpo_token_loss`), so the
+micro-batch split does not change the update.
+
+Only language-model parameters train; the vision tower is frozen, as in the
+paper's RL stage. Logprobs follow the convention of :mod:`trainers.policy`
+(temperature-scaled, suppressed ids removed), which the ``hf`` rollout engine
+shares, so the importance ratio is 1 at equal weights.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import time
+from pathlib import Path
+from typing import Any, Iterator, Literal, Sequence
+
+import structlog
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.config import AlgorithmSection
+from core.errors import CheckpointError
+from core.interfaces import PolicyModel, TrainerBackend
+from core.types import Segment
+from trainers.batching import MicroBatch, plan_micro_batches
+from trainers.objective import StepStats, count_trainable_tokens, grpo_token_loss
+from trainers.policy import policy_suppressed_ids
+from trainers.weights import freeze_vision_tower, iter_buckets
+
+log = structlog.get_logger(__name__)
+
+
+class TorchTrainerOptions(BaseModel):
+    """Options of the ``torch`` trainer backend. The optimizer defaults follow the paper (Table 10)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    device: str = Field("auto", description="cpu, cuda, cuda:N, or auto (the first GPU if there is one)")
+    dtype: Literal["float32", "bfloat16"] = Field(
+        "float32", description="compute precision; bfloat16 autocasts the forward while AdamW keeps fp32 weights"
+    )
+    lr: float = Field(3e-6, gt=0, description="AdamW learning rate (paper: 3e-6)")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay (paper: none)")
+    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas")
+    adam_eps: float = Field(1e-8, gt=0, description="AdamW epsilon")
+    max_grad_norm: float | None = Field(1.0, gt=0, description="clip the global gradient norm; null: no clipping")
+    micro_batch_tokens: int = Field(
+        16384, ge=1, description="padded tokens per micro-batch (rows x longest row); gradients accumulate over them"
+    )
+    max_micro_batch_items: int | None = Field(None, ge=1, description="at most this many segments per micro-batch")
+    logprob_chunk_size: int = Field(1024, ge=1, description="positions per language-model-head chunk")
+    gradient_checkpointing: bool = Field(False, description="recompute decoder activations in backward (long contexts)")
+
+
+def _resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"trainer.options.device: {name!r} was asked for but no CUDA GPU is visible; use cpu or auto")
+    return device
+
+
+class TorchTrainer(TrainerBackend):
+    """GRPO/DAPO actor (+ frozen reference) on one device."""
+
+    def __init__(self, options: TorchTrainerOptions, *, model: PolicyModel, algorithm: AlgorithmSection,
+                 seed: int = 0) -> None:
+        from plugins.qwen_vl.renderer import QwenVLRenderer
+
+        if algorithm.entropy_coef != 0.0:
+            raise ValueError(
+                f"algorithm.entropy_coef: {algorithm.entropy_coef} is not supported by the torch trainer, which "
+                "computes logprobs of the sampled tokens only; use 0 (the paper's value)"
+            )
+        self.options = options
+        self.algorithm = algorithm
+        self.seed = seed
+        self.policy = model
+        self.renderer = model.renderer()
+        if not isinstance(self.renderer, QwenVLRenderer):
+            raise TypeError(
+                f"the torch trainer drives Hugging Face Qwen-VL models; model family renderer "
+                f"{type(self.renderer).__name__} is not a QwenVLRenderer"
+            )
+        self.device = _resolve_device(options.device)
+        self.autocast_dtype = torch.bfloat16 if options.dtype == "bfloat16" else None
+        started = time.perf_counter()
+        # AdamW keeps fp32 master weights; bf16 only enters through autocast.
+        self.model = model.load(dtype="float32", device=str(self.device))
+        self.model.train()
+        if options.gradient_checkpointing:
+            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.vision_prefixes = tuple(model.vision_parameter_prefixes())
+        trainable = freeze_vision_tower(self.model, self.vision_prefixes)
+        self.trainable_names = [name for name, _ in trainable]
+        self.optimizer = torch.optim.AdamW(
+            [p for _, p in trainable],
+            lr=options.lr,
+            betas=options.betas,
+            eps=options.adam_eps,
+            weight_decay=options.weight_decay,
+        )
+        self.reference: torch.nn.Module | None = None
+        if algorithm.kl_coef != 0.0:
+            # The reference is the initial policy; it is rebuilt (never checkpointed) on resume.
+            self.reference = copy.deepcopy(self.model)
+            if self.autocast_dtype is not None:
+                self.reference.to(self.autocast_dtype)
+            self.reference.eval().requires_grad_(False)
+        vocab_size = self.model.get_output_embeddings().weight.shape[0]
+        self.suppress_ids = policy_suppressed_ids(self.renderer, vocab_size)
+        self._suppressed_set = frozenset(self.suppress_ids)
+        self.steps = 0
+        log.info("torch trainer ready", device=str(self.device), dtype=options.dtype,
+                 trainable_params=sum(p.numel() for _, p in trainable),
+                 frozen_params=sum(p.numel() for p in self.model.parameters() if not p.requires_grad),
+                 reference=self.reference is not None, seconds=round(time.perf_counter() - started, 2))
+
+    # -- helpers --------------------------------------------------------------
+
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
+
+    def _inputs(self, segments: Sequence[Segment]) -> tuple[dict[str, Any], torch.Tensor, torch.Tensor, torch.Tensor]:
+        from plugins.qwen_vl.forward import build_model_inputs
+
+        inputs = build_model_inputs(
+            self.renderer, [s.input_ids for s in segments], [list(s.images) for s in segments], device=self.device
+        )
+        width = inputs["input_ids"].shape[1]
+        mask = torch.zeros((len(segments), width), dtype=torch.float32)
+        rollout = torch.zeros((len(segments), width), dtype=torch.float32)
+        for row, seg in enumerate(segments):
+            mask[row, : seg.num_tokens] = torch.as_tensor(seg.loss_mask, dtype=torch.float32)
+            rollout[row, : seg.num_tokens] = torch.as_tensor(seg.rollout_logprobs, dtype=torch.float32)
+        mask[:, 0] = 0.0  # position 0 is never predicted
+        adv = torch.tensor([s.advantage for s in segments], dtype=torch.float32)[:, None].expand(-1, width)
+        return inputs, mask.to(self.device), rollout.to(self.device), adv.to(self.device)
+
+    def _logprobs(self, module: torch.nn.Module, inputs: dict[str, Any], mask: torch.Tensor) -> torch.Tensor:
+        from plugins.qwen_vl.forward import token_logprobs
+
+        return token_logprobs(
+            module,
+            inputs,
+            temperature=self.algorithm.temperature,
+            suppress_ids=self.suppress_ids,
+            positions=mask > 0,
+            chunk_size=self.options.logprob_chunk_size,
+        )
+
+    def _check(self, segments: Sequence[Segment]) -> None:
+        for seg in segments:
+            for token, m in zip(seg.input_ids, seg.loss_mask):
+                if m and token in self._suppressed_set:
+                    raise ValueError(
+                        f"segment {seg.trajectory_id}#{seg.index} trains on token id {token}, which the policy "
+                        "suppresses (vision/special token); the rollout engine must suppress the same ids"
+                    )
+
+    # -- TrainerBackend -------------------------------------------------------
+
+    def train_step(self, segments: Sequence[Segment]) -> dict[str, float]:
+        if not segments:
+            raise ValueError("train_step needs at least one segment")
+        self._check(segments)
+        total = count_trainable_tokens(segments)
+        if total == 0:
+            log.warning("no trainable tokens in this step; skipping the optimizer step", segments=len(segments))
+            return {"loss/tokens": 0.0, "batch/segments": float(len(segments))}
+        started = time.perf_counter()
+        batches = plan_micro_batches(segments, self.options.micro_batch_tokens,
+                                     max_items=self.options.max_micro_batch_items)
+        times = {"inputs": 0.0, "reference": 0.0, "actor": 0.0}
+        stats = StepStats()
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        for batch in batches:
+            self._micro_step([segments[i] for i in batch.indices], total, stats, times)
+        t0 = time.perf_counter()
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        if self.options.max_grad_norm is not None:
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.options.max_grad_norm))
+        else:
+            grad_norm = float(torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None]))
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self._sync()
+        times["optimizer"] = time.perf_counter() - t0
+        self.steps += 1
+        metrics = stats.summary()
+        metrics.update({
+            "actor/grad_norm": grad_norm,
+            "actor/lr": self.optimizer.param_groups[0]["lr"],
+            "batch/segments": float(len(segments)),
+            "batch/tokens": float(sum(s.num_tokens for s in segments)),
+            "batch/images": float(sum(len(s.images) for s in segments)),
+            "batch/micro_batches": float(len(batches)),
+            "batch/padded_tokens": float(sum(b.padded_tokens for b in batches)),
+            "time/inputs": times["inputs"],
+            "time/reference_logprobs": times["reference"],
+            "time/actor_update": times["actor"] + times["optimizer"],
+            "time/step": time.perf_counter() - started,
+        })
+        return metrics
+
+    def _micro_step(self, segs: list[Segment], total: int, stats: StepStats, times: dict[str, float]) -> None:
+        t0 = time.perf_counter()
+        inputs, mask, rollout, adv = self._inputs(segs)
+        t1 = time.perf_counter()
+        ref = None
+        if self.reference is not None:
+            with torch.no_grad(), self._autocast():
+                ref = self._logprobs(self.reference, inputs, mask)
+            self._sync()
+        t2 = time.perf_counter()
+        with self._autocast():
+            logp = self._logprobs(self.model, inputs, mask)
+        loss = grpo_token_loss(logp, rollout, adv, mask, algorithm=self.algorithm, normalizer=float(total),
+                               ref_logprobs=ref, stats=stats)
+        loss.backward()
+        self._sync()
+        t3 = time.perf_counter()
+        times["inputs"] += t1 - t0
+        times["reference"] += t2 - t1
+        times["actor"] += t3 - t2
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    @torch.no_grad()
+    def recompute_logprobs(self, segments: Sequence[Segment], *, reference: bool = False) -> list[list[float]]:
+        """Per-token logprobs of each segment's ids under the actor (or reference), 0 where the mask is 0."""
+        module = self.reference if reference else self.model
+        if module is None:
+            raise ValueError("no reference model: algorithm.kl_coef is 0")
+        out: list[list[float]] = []
+        for seg in segments:
+            inputs, mask, _, _ = self._inputs([seg])
+            with self._autocast():
+                lp = self._logprobs(module, inputs, mask)
+            out.append((lp[0] * mask[0]).tolist())
+        return out
+
+    def export_weights(self, bucket_bytes: int = 256 << 20) -> Iterator[list[tuple[str, Any]]]:
+        params = dict(self.model.named_parameters())
+        named = ((name, params[name].detach()) for name in self.trainable_names)
+        return iter_buckets(named, bucket_bytes)
+
+    def save(self, path: Path) -> None:
+        from safetensors.torch import save_model
+
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        save_model(self.model, str(path / "model.safetensors"))
+        torch.save(self.optimizer.state_dict(), path / "optimizer.pt")
+        rng = {"cpu": torch.get_rng_state()}
+        if self.device.type == "cuda":
+            rng["cuda"] = torch.cuda.get_rng_state(self.device)
+        torch.save(rng, path / "rng.pt")
+        (path / "trainer.json").write_text(json.dumps({
+            "steps": self.steps,
+            "options": self.options.model_dump(mode="json"),
+            "trainable": len(self.trainable_names),
+        }, indent=2) + "\n", encoding="utf-8")
+
+    def load(self, path: Path) -> None:
+        from safetensors.torch import load_model
+
+        path = Path(path)
+        for name in ("model.safetensors", "optimizer.pt", "rng.pt", "trainer.json"):
+            if not (path / name).is_file():
+                raise CheckpointError(f"trainer checkpoint {path} lacks {name}")
+        meta = json.loads((path / "trainer.json").read_text(encoding="utf-8"))
+        if meta.get("trainable") != len(self.trainable_names):
+            raise CheckpointError(
+                f"trainer checkpoint {path} trained {meta.get('trainable')} tensors but this model has "
+                f"{len(self.trainable_names)}: the model config differs from the checkpointed run"
+            )
+        missing, unexpected = load_model(self.model, str(path / "model.safetensors"), strict=False,
+                                         device=str(self.device))
+        if missing or unexpected:
+            raise CheckpointError(f"trainer checkpoint {path} does not match the model: missing {missing[:5]}, "
+                                  f"unexpected {unexpected[:5]}")
+        self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location=self.device, weights_only=True))
+        rng = torch.load(path / "rng.pt", weights_only=True)
+        torch.set_rng_state(rng["cpu"])
+        if "cuda" in rng and self.device.type == "cuda":
+            torch.cuda.set_rng_state(rng["cuda"], self.device)
+        self.steps = int(meta["steps"])
+
+    def close(self) -> None:
+        self.reference = None
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def create_torch_trainer(options: TorchTrainerOptions, *, model: PolicyModel, algorithm: AlgorithmSection,
+                         seed: int = 0, **_: Any) -> TorchTrainer:
+    """Factory of the ``torch`` trainer backend (context: model, algorithm, seed)."""
+    return TorchTrainer(options, model=model, algorithm=algorithm, seed=seed)
+
+
+__all__ = ["MicroBatch", "TorchTrainer", "TorchTrainerOptions", "create_torch_trainer"]

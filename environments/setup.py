@@ -1,0 +1,279 @@
+"""Runs OSWorld task setup (``config``) and ``evaluator.postconfig`` steps through the probe client.
+
+Supported step types (those that make sense offline): ``download`` (http(s)
+fetched by the desktop; ``file://`` URLs and plain paths read on this host
+and uploaded, so they work for remote desktops too), ``upload_file``,
+``open``, ``launch``, ``execute`` / ``command``, ``execute_with_verification``,
+``sleep``, ``activate_window``, ``close_window``. Placeholders such as
+``{SCREEN_WIDTH}`` are replaced in every string parameter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Mapping, Sequence
+from urllib.parse import unquote, urlsplit
+
+import structlog
+
+from core.errors import ScaleCUAError
+from core.types import SetupStep
+from environments.client import EnvironmentClient, ProbeConnectionError, ProbeError
+
+log = structlog.get_logger(__name__)
+
+MAX_SLEEP_S = 120.0
+
+
+class SetupError(ScaleCUAError):
+    """A setup step failed; names the step, its type and why."""
+
+    def __init__(self, index: int, step_type: str, reason: str):
+        self.index = index
+        self.step_type = step_type
+        self.reason = reason
+        super().__init__(f"setup step {index} ({step_type}): {reason}")
+
+
+@dataclass
+class SetupContext:
+    """What setup steps may refer to."""
+
+    screen_size: tuple[int, int] = (1280, 800)
+    #: relative local paths (``upload_file.local_path``, plain ``download`` urls) resolve here
+    task_dir: Path | None = None
+    #: programs ``launch`` may start (basenames); None allows any
+    allowed_apps: Sequence[str] | None = None
+    client_password: str = "password"
+    #: the desktop user's home for ``{HOME}`` (``~`` when unknown: the probe expands it)
+    home: str = "~"
+    extra_placeholders: dict[str, str] = field(default_factory=dict)
+
+    def placeholders(self) -> dict[str, str]:
+        width, height = self.screen_size
+        return {
+            "{CLIENT_PASSWORD}": self.client_password,
+            "{SCREEN_WIDTH}": str(width),
+            "{SCREEN_HEIGHT}": str(height),
+            "{SCREEN_WIDTH_HALF}": str(width // 2),
+            "{SCREEN_HEIGHT_HALF}": str(height // 2),
+            "{HOME}": self.home,
+            **{f"{{{k}}}": v for k, v in self.extra_placeholders.items()},
+        }
+
+
+@dataclass
+class StepResult:
+    index: int
+    type: str
+    detail: Any = None
+
+
+def substitute(value: Any, placeholders: Mapping[str, str]) -> Any:
+    """Replace known placeholders in every string inside ``value`` (other braces are left alone)."""
+    if isinstance(value, str):
+        for key, replacement in placeholders.items():
+            value = value.replace(key, replacement)
+        return value
+    if isinstance(value, list):
+        return [substitute(v, placeholders) for v in value]
+    if isinstance(value, dict):
+        return {k: substitute(v, placeholders) for k, v in value.items()}
+    return value
+
+
+StepHandler = Callable[[EnvironmentClient, dict[str, Any], SetupContext], Awaitable[Any]]
+
+
+def _local_source(url: str, context: SetupContext) -> Path | None:
+    """The host path behind a ``file://`` URL or a plain path; None for http(s)."""
+    parts = urlsplit(url)
+    if parts.scheme in ("http", "https"):
+        return None
+    if parts.scheme == "file":
+        path = Path(unquote(parts.netloc + parts.path))
+    elif parts.scheme == "":
+        path = Path(url)
+    else:
+        raise ValueError(f"unsupported URL scheme {parts.scheme!r} in {url!r}: use http(s), file:// or a path")
+    if not path.is_absolute():
+        if context.task_dir is None:
+            raise ValueError(f"relative path {url!r} needs a task directory to resolve against")
+        path = context.task_dir / path
+    if not path.is_file():
+        raise ValueError(f"no such file on this host: {path}")
+    return path
+
+
+def _files(params: Mapping[str, Any], keys: tuple[str, str]) -> list[tuple[str, str]]:
+    files = params.get("files")
+    if not isinstance(files, list) or not files:
+        raise ValueError(f"needs 'files': a list of {{{keys[0]!r}, {keys[1]!r}}} objects")
+    out = []
+    for item in files:
+        if not isinstance(item, dict) or not all(isinstance(item.get(k), str) for k in keys):
+            raise ValueError(f"each file needs string {keys[0]!r} and {keys[1]!r}, got {item!r}")
+        out.append((item[keys[0]], item[keys[1]]))
+    return out
+
+
+async def _download(client: EnvironmentClient, params: dict[str, Any], context: SetupContext) -> Any:
+    for url, path in _files(params, ("url", "path")):
+        source = _local_source(url, context)
+        if source is None:
+            await client.download_file(url, path)
+        else:
+            await client.upload_file(path, source.read_bytes())
+    return len(params["files"])
+
+
+async def _upload_file(client: EnvironmentClient, params: dict[str, Any], context: SetupContext) -> Any:
+    for local_path, path in _files(params, ("local_path", "path")):
+        source = _local_source(local_path, context)
+        assert source is not None
+        await client.upload_file(path, source.read_bytes())
+    return len(params["files"])
+
+
+async def _open(client: EnvironmentClient, params: dict[str, Any], context: SetupContext) -> Any:
+    path = params.get("path")
+    if not isinstance(path, str) or not path:
+        raise ValueError("needs 'path'")
+    timeout = float(params.get("timeout", params.get("timeout_seconds", 60)))
+    return await client.open_file(path, window_name=params.get("window_name"), timeout_s=timeout)
+
+
+def _command(params: Mapping[str, Any]) -> tuple[str | list[str], bool]:
+    command = params.get("command")
+    shell = bool(params.get("shell", False))
+    if isinstance(command, str) and command.strip():
+        return command, shell
+    if isinstance(command, list) and command and all(isinstance(c, str) for c in command):
+        return command, shell
+    raise ValueError(f"needs 'command': a string or a list of strings, got {command!r}")
+
+
+async def _launch(client: EnvironmentClient, params: dict[str, Any], context: SetupContext) -> Any:
+    command, shell = _command(params)
+    if context.allowed_apps is not None:
+        argv = shlex.split(command) if isinstance(command, str) else command
+        program = os.path.basename(argv[0]) if argv else ""
+        if program not in context.allowed_apps:
+            raise ValueError(f"program {program!r} is not allowed; allowed apps: {', '.join(context.allowed_apps)}")
+    return await client.launch(command, shell=shell)
+
+
+async def _execute(client: EnvironmentClient, params: dict[str, Any], context: SetupContext) -> Any:
+    command, shell = _command(params)
+    result = await client.execute(command, shell=shell, timeout=float(params.get("timeout", 120)))
+    if result.get("returncode") not in (0, None) or result.get("status") != "success":
+        if params.get("check"):
+            raise ValueError(f"command failed (returncode {result.get('returncode')}): {result.get('error')!s:.300}")
+        log.warning("setup command failed", command=command, returncode=result.get("returncode"),
+                    error=str(result.get("error"))[:300])
+    return result
+
+
+async def _execute_with_verification(client: EnvironmentClient, params: dict[str, Any], context: SetupContext) -> Any:
+    command, shell = _command(params)
+    result = await client.execute_with_verification(
+        command, shell=shell, verification=params.get("verification") or {},
+        max_wait_time=float(params.get("max_wait_time", 10)), check_interval=float(params.get("check_interval", 1)),
+    )
+    if result.get("status") != "success":
+        raise ValueError(f"verification failed: {result.get('verification', result.get('status'))}")
+    return result
+
+
+async def _sleep(client: EnvironmentClient, params: dict[str, Any], context: SetupContext) -> Any:
+    seconds = params.get("seconds", 1)
+    if not isinstance(seconds, (int, float)) or not 0 <= seconds <= MAX_SLEEP_S:
+        raise ValueError(f"'seconds' must be a number within 0..{MAX_SLEEP_S:g}, got {seconds!r}")
+    await asyncio.sleep(seconds)
+    return seconds
+
+
+async def _window(client: EnvironmentClient, params: dict[str, Any], close: bool) -> Any:
+    name = params.get("window_name")
+    if not isinstance(name, str) or not name:
+        raise ValueError("needs 'window_name'")
+    call = client.close_window if close else client.activate_window
+    try:
+        return await call(name, strict=bool(params.get("strict", False)), by_class=bool(params.get("by_class", False)))
+    except ProbeError as exc:
+        if exc.status_code != 404:
+            raise
+        log.warning("setup window not found", window_name=name, close=close)  # OSWorld ignores this too
+        return None
+
+
+async def _activate_window(client: EnvironmentClient, params: dict[str, Any], context: SetupContext) -> Any:
+    return await _window(client, params, close=False)
+
+
+async def _close_window(client: EnvironmentClient, params: dict[str, Any], context: SetupContext) -> Any:
+    return await _window(client, params, close=True)
+
+
+STEP_HANDLERS: dict[str, StepHandler] = {
+    "download": _download,
+    "upload_file": _upload_file,
+    "open": _open,
+    "launch": _launch,
+    "execute": _execute,
+    "command": _execute,
+    "execute_with_verification": _execute_with_verification,
+    "sleep": _sleep,
+    "activate_window": _activate_window,
+    "close_window": _close_window,
+}
+
+
+def check_steps(steps: Sequence[SetupStep | Mapping[str, Any]]) -> list[SetupStep]:
+    """Validate step types up front (before anything runs); raises SetupError for the first unsupported one."""
+    parsed = [s if isinstance(s, SetupStep) else SetupStep.model_validate(s) for s in steps]
+    for index, step in enumerate(parsed):
+        if step.type not in STEP_HANDLERS:
+            raise SetupError(index, step.type, f"unsupported offline; supported: {', '.join(sorted(STEP_HANDLERS))}")
+    return parsed
+
+
+async def run_setup(
+    client: EnvironmentClient, steps: Sequence[SetupStep | Mapping[str, Any]], context: SetupContext | None = None
+) -> list[StepResult]:
+    """Run ``steps`` in order. A probe that cannot be reached raises ProbeConnectionError (an environment failure);
+    any other failure raises :class:`SetupError`."""
+    context = context or SetupContext()
+    placeholders = context.placeholders()
+    results = []
+    for index, step in enumerate(check_steps(steps)):
+        params = substitute(step.parameters, placeholders)
+        try:
+            detail = await STEP_HANDLERS[step.type](client, params, context)
+        except ProbeConnectionError:
+            raise
+        except ProbeError as exc:
+            raise SetupError(index, step.type, f"the probe refused: {exc.reason}") from exc
+        except (ValueError, OSError) as exc:
+            raise SetupError(index, step.type, str(exc)) from exc
+        results.append(StepResult(index, step.type, detail))
+    return results
+
+
+async def run_setup_steps(env: Any, steps: Sequence[SetupStep | Mapping[str, Any]]) -> list[StepResult]:
+    """Run ``steps`` on an :class:`~core.interfaces.Environment` (its ``client``), e.g. a task's postconfig.
+
+    The context comes from ``env.setup_context()`` when the environment offers
+    one (local desktops do), else from its ``screen_size`` and ``home_dir``.
+    """
+    make_context = getattr(env, "setup_context", None)
+    if callable(make_context):
+        context = make_context()
+    else:
+        home = getattr(env, "home_dir", None)
+        context = SetupContext(screen_size=tuple(env.screen_size), home=str(home) if home else "~")
+    return await run_setup(env.client, steps, context)

@@ -1,1 +1,1 @@
-"""judges plugins for ScaleCUA."""
+"""Judge executors: run generated (untrusted) getters and metrics safely, plus the rule validator."""

@@ -1,0 +1,679 @@
+"""Supervisor for ONE sandboxed judge call, run as ``python -I sandbox_runner.py`` (stdlib only).
+
+The host writes one JSON request on stdin; this process confines the judge in
+a child, watches it, and prints one JSON report line on stdout. Results come
+back as JSON through a pipe, never through ``eval``.
+
+Isolation ``namespaces`` (the default wherever the kernel allows it)::
+
+    supervisor (this process, the host's user)
+      └─ A  unshare(user, mount, net, pid, ipc, uts); the supervisor maps the
+         │  sandbox's root to an unprivileged host uid (a fresh random one
+         │  when the host runs as root, else the host's own uid). A builds a
+         │  fresh read-only root on a tmpfs: /usr, the Python prefixes, a few
+         │  /dev nodes, a size-limited tmpfs scratch (cwd, HOME, TMPDIR), the
+         │  environment's home (getters, read-only) and artifact files
+         │  (metrics, read-only); then chroot.
+         └─ B  pid 1 of the new pid namespace: drops every capability, sets
+               no_new_privs and rlimits (CPU, address space, file size,
+               processes, open files, core), runs the judge, writes the result.
+
+Nothing else of the host is visible: no /etc, /root, /home, /proc or
+network (a fresh network namespace has only a loopback that is down). When B
+exits, or the supervisor kills it (wall-clock timeout, output flood, result
+too large), the kernel kills every process left in its pid namespace, so
+nothing survives a call. B also dies with A, and A with the supervisor.
+
+Isolation ``none`` (only when the config explicitly allows it): B is forked
+directly with rlimits, a fresh session, a private scratch directory and a
+clean environment; as root it also runs under a fresh unprivileged uid,
+which makes RLIMIT_NPROC effective and lets the supervisor kill every
+process of that uid afterwards. No network or filesystem isolation.
+
+``python -I sandbox_runner.py --probe`` runs a trivial judge with namespace
+isolation and reports whether it worked (used to detect support at startup).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import numbers
+import os
+import random
+import resource
+import select
+import signal
+import stat
+import sys
+import time
+import traceback
+
+# -- kernel constants (x86_64 and aarch64 share these) ------------------------
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 0x4000, 1 << 18
+
+PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_SECUREBITS = 1, 24, 28
+PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
+#: noroot, no-setuid-fixup, no-cap-ambient-raise and keep-caps off, each locked
+SECUREBITS_LOCKED = 0xEF
+CAPABILITY_VERSION_3 = 0x20080522
+
+#: directories (or merged-/usr symlinks) every Python needs
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
+#: OS errors that mean "a limit was hit", not "the judge is wrong"
+LIMIT_ERRNOS = {errno.EFBIG, errno.ENOSPC, errno.EDQUOT, errno.EAGAIN, errno.EMFILE, errno.ENFILE, errno.ENOMEM}
+OUTPUT_HEAD_BYTES = 4096
+PROBE_REQUEST = {
+    "kind": "getter",
+    "code": "def probe(config):\n    return config['answer']\n",
+    "function": "probe",
+    "args": [{"answer": 42}],
+    "kwargs": {},
+    "isolation": "namespaces",
+    "limits": {},
+}
+DEFAULT_LIMITS = {
+    "wall_timeout_s": 10.0,
+    "cpu_time_s": 10,
+    "memory_bytes": 512 << 20,
+    "file_size_bytes": 16 << 20,
+    "scratch_bytes": 64 << 20,
+    "max_processes": 8,
+    "max_open_files": 64,
+    "max_output_bytes": 1 << 20,
+    "max_result_bytes": 8 << 20,
+}
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class SetupError(Exception):
+    """The sandbox could not be built (not the judge's fault)."""
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise SetupError(f"{what}: {os.strerror(err)} (errno {err})")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = (lambda s: None if s is None else s.encode())
+    _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
+
+
+def _prctl(option: int, arg: int = 0) -> int:
+    return _libc.prctl(option, ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+
+
+# -- the judge side (process B) -------------------------------------------------
+
+
+def classify_exception(exc_type: str, err: int | None) -> str:
+    """Status for a judge that raised ``exc_type`` (with ``errno`` ``err`` for OSErrors)."""
+    if exc_type == "MemoryError" or (err is not None and err in LIMIT_ERRNOS):
+        return "resource_limit"
+    return "crashed"
+
+
+def _describe(exc: BaseException) -> dict:
+    frames = exc.__traceback__
+    while frames is not None and frames.tb_frame.f_code.co_filename == __file__:
+        frames = frames.tb_next  # show the judge's frames, not this runner's
+    tb = traceback.format_exception(type(exc), exc, frames)
+    return {
+        "ok": False,
+        "exc_type": type(exc).__name__,
+        "errno": getattr(exc, "errno", None) if isinstance(exc, OSError) else None,
+        "message": str(exc)[:2000],
+        "traceback": "".join(tb)[-4000:],
+    }
+
+
+def _drop_capabilities() -> None:
+    _check(_prctl(PR_SET_SECUREBITS, SECUREBITS_LOCKED), "lock securebits")
+    for cap in range(64):
+        if _prctl(PR_CAPBSET_DROP, cap) != 0:
+            break  # EINVAL past the last capability this kernel knows
+    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable x 2 words, all zero
+    _check(_libc.capset(header, data), "drop capabilities")
+
+
+def _set_limits(limits: dict, *, extra_processes: int) -> None:
+    cpu = int(limits["cpu_time_s"])
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_AS, (limits["memory_bytes"], limits["memory_bytes"]))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_size_bytes"], limits["file_size_bytes"]))
+    nproc = limits["max_processes"] + extra_processes
+    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits["max_open_files"], limits["max_open_files"]))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _serialize(kind: str, value: object, max_bytes: int) -> bytes:
+    if kind == "metric" and isinstance(value, numbers.Real) and not isinstance(value, bool):
+        value = float(value)  # numpy scalars and the like; the host checks the range
+    try:
+        text = json.dumps({"ok": True, "value": value}, allow_nan=True)
+    except (TypeError, ValueError) as exc:
+        return json.dumps({"ok": False, "unserializable": True, "exc_type": type(value).__name__,
+                           "message": f"returned a {type(value).__name__}, which is not JSON-serializable: {exc}"
+                           }).encode()
+    data = text.encode()
+    if len(data) > max_bytes:
+        return json.dumps({"ok": False, "too_large": True, "exc_type": "ResultTooLarge",
+                           "message": f"result is {len(data)} bytes of JSON, over the {max_bytes} byte limit"}).encode()
+    return data
+
+
+def run_judge(request: dict, result_fd: int, output_fd: int, *, confined: bool, extra_processes: int) -> None:
+    """Process B: confine, run the judge, write the result, exit. Never returns."""
+    status = 70
+    try:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        os.setsid()
+        devnull = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(output_fd, 1)
+        os.dup2(output_fd, 2)
+        os.closerange(3, result_fd)
+        os.closerange(result_fd + 1, 1 << 16)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.chdir(request["cwd"])
+        if confined:
+            _drop_capabilities()
+        _check(_prctl(PR_SET_NO_NEW_PRIVS, 1), "no_new_privs")
+        _set_limits(request["limits"], extra_processes=extra_processes)
+    except BaseException as exc:  # noqa: BLE001 - reported as a sandbox failure
+        _write_all(result_fd, json.dumps({"ok": False, "setup_error": True, "exc_type": type(exc).__name__,
+                                          "message": str(exc)}).encode())
+        os._exit(status)
+
+    me = os.getpid()
+    try:
+        namespace: dict = {"__name__": "scalecua_judge", "__builtins__": __builtins__}
+        exec(compile(request["code"], "<judge>", "exec"), namespace)  # the untrusted code, confined above
+        function = namespace.get(request["function"])
+        if not callable(function):
+            raise NameError(f"the code defines no function named {request['function']!r}")
+        value = function(*request["args"], **request["kwargs"])
+        payload = _serialize(request["kind"], value, request["limits"]["max_result_bytes"])
+    except BaseException as exc:  # noqa: BLE001 - every judge failure is a result
+        if os.getpid() != me:
+            os._exit(0)  # a fork of the judge: only the original reports
+        try:
+            payload = json.dumps(_describe(exc)).encode()
+        except MemoryError:
+            payload = b'{"ok": false, "exc_type": "MemoryError", "errno": null, "message": ""}'
+    if os.getpid() != me:
+        os._exit(0)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:  # noqa: BLE001 - output is best effort
+        pass
+    try:
+        _write_all(result_fd, payload)
+        status = 0
+    finally:
+        os._exit(status)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+    os.close(fd)
+
+
+# -- building the confined root (process A) ----------------------------------------
+
+
+def _bind_sources(request: dict) -> list[tuple[str, int, bool, bool]]:
+    """(path, O_PATH fd, is_dir, is_device) of everything to bind, opened while still privileged."""
+    system = [p for p in SYSTEM_PATHS if os.path.isdir(p) and not os.path.islink(p)]
+    prefixes = sorted({os.path.realpath(p) for p in (sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix)})
+    wanted: list[str] = []
+    for path in [*system, *prefixes, *request["read_only"]]:
+        if not any(path == done or path.startswith(done.rstrip("/") + "/") for done in wanted):
+            wanted.append(path)
+    sources = []
+    for path in [*wanted, *DEVICES]:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except FileNotFoundError:
+            if path in request["read_only"]:
+                raise SetupError(f"{path} does not exist on the host") from None
+            continue
+        sources.append((path, fd, stat.S_ISDIR(os.fstat(fd).st_mode), path in DEVICES))
+    return sources
+
+
+def build_root(request: dict) -> None:
+    """In A, inside fresh namespaces with maps written: make the confined root and chroot into it."""
+    limits = request["limits"]
+    sources = _bind_sources(request)
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _mount("tmpfs", request["workdir"], "tmpfs", MS_NOSUID | MS_NODEV, "size=8m,nr_inodes=4096,mode=0755,uid=0,gid=0")
+    os.chdir(request["workdir"])  # from here on every path is relative to the new root
+    os.setresgid(0, 0, 0)
+    os.setresuid(0, 0, 0)
+    if request["host_is_root"]:
+        os.setgroups([])
+    for link in SYSTEM_PATHS:
+        if os.path.islink(link):  # merged /usr: /bin -> usr/bin and friends
+            os.symlink(os.readlink(link), link.lstrip("/"))
+    for path, fd, is_dir, device in sources:
+        rel = path.lstrip("/")
+        if is_dir:
+            os.makedirs(rel, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(rel) or ".", exist_ok=True)
+            open(rel, "wb").close()
+        _mount(f"/proc/self/fd/{fd}", rel, None, MS_BIND | MS_REC)
+        _mount(None, rel, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | (0 if device else MS_NODEV))
+        os.close(fd)
+    os.mkdir("scratch")
+    _mount("tmpfs", "scratch", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+           f"size={limits['scratch_bytes']},nr_inodes=4096,mode=0700,uid=0,gid=0")
+    os.symlink("scratch", "tmp")
+    _mount(None, ".", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    os.chroot(".")
+    os.chdir("/")
+
+
+def _sandbox_ids(request: dict) -> tuple[int, int]:
+    if request["host_is_root"]:
+        uid = random.SystemRandom().randrange(100_000_000, 2_000_000_000)
+        return uid, uid
+    return os.geteuid(), os.getegid()
+
+
+# -- the supervisor --------------------------------------------------------------
+
+
+class Watch:
+    """Select loop over B's result and output pipes with a deadline."""
+
+    def __init__(self, result_r: int, output_r: int, limits: dict):
+        self.result_r, self.output_r, self.limits = result_r, output_r, limits
+        self.result = bytearray()
+        self.output_head = bytearray()
+        self.output_bytes = 0
+        self.verdict: tuple[str, str] | None = None  # set when the supervisor had to stop the judge
+
+    def pump(self, done_fd: int, deadline: float) -> bool:
+        """Read B's pipes until ``done_fd`` turns readable (True) or the deadline or a limit stops it (False)."""
+        watched = [self.result_r, self.output_r, done_fd]
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.verdict = ("timeout", f"wall-clock limit of {self.limits['wall_timeout_s']:g} s exceeded")
+                return False
+            ready, _, _ = select.select(watched, [], [], remaining)
+            if done_fd in ready:
+                return True
+            for fd in ready:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    watched.remove(fd)
+                elif fd == self.result_r:
+                    self.result += chunk
+                    if len(self.result) > self.limits["max_result_bytes"] + 4096:
+                        self.verdict = ("resource_limit", f"result over the {self.limits['max_result_bytes']} byte limit")
+                        return False
+                else:
+                    self.output_bytes += len(chunk)
+                    self.output_head += chunk[: max(0, OUTPUT_HEAD_BYTES - len(self.output_head))]
+                    if self.output_bytes > self.limits["max_output_bytes"]:
+                        self.verdict = ("resource_limit", f"printed more than {self.limits['max_output_bytes']} bytes")
+                        return False
+
+    def drain(self, timeout: float = 2.0) -> None:
+        """After B is gone: read what is left (writers are dead, so EOF comes quickly)."""
+        end = time.monotonic() + timeout
+        for fd in (self.result_r, self.output_r):
+            os.set_blocking(fd, False)
+        while time.monotonic() < end:
+            ready, _, _ = select.select([self.result_r, self.output_r], [], [], 0.05)
+            if not ready:
+                return
+            progressed = False
+            for fd in ready:
+                try:
+                    chunk = os.read(fd, 1 << 16)
+                except BlockingIOError:
+                    continue
+                if chunk:
+                    progressed = True
+                    if fd == self.result_r and len(self.result) <= self.limits["max_result_bytes"] + 4096:
+                        self.result += chunk
+            if not progressed:
+                return
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def report_from_payload(payload: object, output: str) -> dict:
+    """The report for the judge's own result message (shared with the in-environment executor)."""
+    if isinstance(payload, dict) and payload.get("ok") is True and "value" in payload:
+        return {"status": "ok", "value": payload["value"], "output": output}
+    if not isinstance(payload, dict):
+        return {"status": "crashed", "error": "the judge process wrote a malformed result", "output": output}
+    exc_type = str(payload.get("exc_type", "Error"))
+    message = f"{exc_type}: {payload.get('message', '')}"
+    if payload.get("setup_error"):
+        return {"status": "sandbox_error", "error": f"sandbox setup failed: {message}", "output": output}
+    if payload.get("unserializable"):
+        return {"status": "invalid_score", "error": payload.get("message"), "output": output}
+    if payload.get("too_large"):
+        return {"status": "resource_limit", "error": payload.get("message"), "output": output}
+    err = payload.get("errno")
+    status = classify_exception(exc_type, err if isinstance(err, int) else None)
+    tail = str(payload.get("traceback", ""))[-1500:]
+    return {"status": status, "error": message + ("\n" + tail if tail else ""), "output": output}
+
+
+def report_from_signal(sig: int, limits: dict, output: str) -> dict:
+    """The report for a judge killed by signal ``sig`` before it wrote a result."""
+    if sig in (signal.SIGXCPU, signal.SIGKILL):
+        return {"status": "resource_limit", "output": output,
+                "error": f"killed by {_signal_name(sig)}: CPU-time limit of {limits['cpu_time_s']} s exceeded"}
+    if sig == signal.SIGXFSZ:
+        return {"status": "resource_limit", "output": output, "error": "file-size limit exceeded"}
+    if sig == signal.SIGALRM:
+        return {"status": "timeout", "output": output,
+                "error": f"wall-clock limit of {limits['wall_timeout_s']:g} s exceeded"}
+    return {"status": "crashed", "error": f"killed by {_signal_name(sig)}", "output": output}
+
+
+def verdict_for(watch: Watch, wait_status: int | None, limits: dict) -> dict:
+    """The report for one finished call."""
+    output = watch.output_head.decode("utf-8", "replace")
+    if watch.verdict is not None:
+        return {"status": watch.verdict[0], "error": watch.verdict[1], "output": output}
+    if watch.result:
+        try:
+            payload = json.loads(bytes(watch.result))
+        except ValueError:
+            payload = None
+        return report_from_payload(payload, output)
+    if wait_status is None:
+        return {"status": "crashed", "error": "the judge process vanished without a result", "output": output}
+    if os.WIFSIGNALED(wait_status):
+        return report_from_signal(os.WTERMSIG(wait_status), limits, output)
+    code = os.WEXITSTATUS(wait_status) if os.WIFEXITED(wait_status) else wait_status
+    return {"status": "crashed", "error": f"exited with status {code} without returning a result", "output": output}
+
+
+def _pipes() -> tuple[int, int, int, int]:
+    result_r, result_w = os.pipe()
+    output_r, output_w = os.pipe()
+    return result_r, result_w, output_r, output_w
+
+
+def supervise_namespaces(request: dict) -> dict:
+    limits = request["limits"]
+    result_r, result_w, output_r, output_w = _pipes()
+    up_r, up_w = os.pipe()  # A -> supervisor: "ready", B's pid, B's wait status
+    go_r, go_w = os.pipe()  # supervisor -> A: maps written
+    uid, gid = _sandbox_ids(request)
+    pid_a = os.fork()
+    if pid_a == 0:  # ---------------------------------------------------------- A
+        for fd in (result_r, output_r, up_r, go_w):
+            os.close(fd)
+        try:
+            _check(_libc.unshare(NAMESPACES), "unshare(user, mount, net, pid, ipc, uts)")
+            os.write(up_w, b"R")
+            if os.read(go_r, 1) != b"G":
+                os._exit(71)
+            build_root(request)
+            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # reset by the uid change above
+            pid_b = os.fork()
+            if pid_b == 0:
+                os.close(up_w)
+                run_judge(request, result_w, output_w, confined=True, extra_processes=1)
+            os.close(result_w)
+            os.close(output_w)
+            os.write(up_w, f"P{pid_b}\n".encode())
+            _, status = os.waitpid(pid_b, 0)
+            os.write(up_w, f"W{status}\n".encode())
+            os._exit(0)
+        except BaseException as exc:  # noqa: BLE001
+            try:
+                os.write(up_w, f"E{type(exc).__name__}: {exc}\n".encode()[:4000])
+            finally:
+                os._exit(72)
+    # ------------------------------------------------------------------ supervisor
+    for fd in (result_w, output_w, go_r):
+        os.close(fd)
+    up = _LineReader(up_r)
+    started = time.monotonic()
+    try:
+        first = up.read_until(started + 10.0)
+        if first != "R":
+            return _setup_failure(first, pid_a)
+        try:
+            if not request["host_is_root"]:
+                _write_file(f"/proc/{pid_a}/setgroups", "deny")
+            _write_file(f"/proc/{pid_a}/uid_map", f"0 {uid} 1\n")
+            _write_file(f"/proc/{pid_a}/gid_map", f"0 {gid} 1\n")
+        except OSError as exc:
+            os.kill(pid_a, signal.SIGKILL)
+            os.waitpid(pid_a, 0)
+            return {"status": "sandbox_error", "error": f"cannot map the sandbox user: {exc}"}
+        os.write(go_w, b"G")
+        line = up.read_until(started + 10.0)
+        if not line.startswith("P"):
+            return _setup_failure(line, pid_a)
+        pid_b = int(line[1:])
+        watch = Watch(result_r, output_r, limits)
+        deadline = time.monotonic() + float(limits["wall_timeout_s"])
+        # B may already be done (its status line buffered); else watch until it is.
+        if not up.has_line() and not watch.pump(up.fd, deadline):
+            _kill(pid_b)
+        line = up.read_until(time.monotonic() + 10.0)
+        wait_status = int(line[1:]) if line.startswith("W") else None
+        watch.drain()
+        report = verdict_for(watch, wait_status, limits)
+        report["sandbox_uid"] = uid
+        return report
+    finally:
+        _kill(pid_a)
+        try:
+            os.waitpid(pid_a, 0)
+        except ChildProcessError:
+            pass
+        for fd in (result_r, output_r, up_r, go_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _setup_failure(line: str, pid_a: int) -> dict:
+    reason = line[1:] if line.startswith("E") else (line or "no answer from the sandbox process")
+    return {"status": "sandbox_error", "error": f"sandbox setup failed: {reason}"}
+
+
+class _LineReader:
+    """Lines from A's status pipe, with deadlines."""
+
+    def __init__(self, fd: int):
+        self.fd, self.buffer = fd, b""
+
+    def has_line(self) -> bool:
+        return b"\n" in self.buffer
+
+    def read_until(self, deadline: float) -> str:
+        while b"\n" not in self.buffer and not self.buffer.startswith(b"R"):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return ""
+            ready, _, _ = select.select([self.fd], [], [], remaining)
+            if not ready:
+                return ""
+            chunk = os.read(self.fd, 4096)
+            if not chunk:
+                break
+            self.buffer += chunk
+        if self.buffer.startswith(b"R"):
+            self.buffer = self.buffer[1:]
+            return "R"
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line.decode("utf-8", "replace")
+
+
+def _write_file(path: str, text: str) -> None:
+    with open(path, "w") as handle:
+        handle.write(text)
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def supervise_unconfined(request: dict) -> dict:
+    """Isolation ``none``: rlimits, session, scratch dir, clean env; a fresh uid when root."""
+    limits = request["limits"]
+    result_r, result_w, output_r, output_w = _pipes()
+    uid = None
+    if request["host_is_root"]:
+        uid, _ = _sandbox_ids(request)
+        os.chown(request["cwd"], uid, uid)
+    pid_b = os.fork()
+    if pid_b == 0:
+        os.close(result_r)
+        os.close(output_r)
+        if uid is not None:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+        run_judge(request, result_w, output_w, confined=False, extra_processes=0)
+    os.close(result_w)
+    os.close(output_w)
+    pidfd = os.pidfd_open(pid_b)
+    watch = Watch(result_r, output_r, limits)
+    try:
+        deadline = time.monotonic() + float(limits["wall_timeout_s"])
+        if not watch.pump(pidfd, deadline):
+            _kill(pid_b)
+        _, wait_status = os.waitpid(pid_b, 0)
+        _kill_session(pid_b, uid)
+        watch.drain()
+        report = verdict_for(watch, wait_status, limits)
+        report["sandbox_uid"] = uid
+        return report
+    finally:
+        for fd in (pidfd, result_r, output_r):
+            os.close(fd)
+
+
+def _kill_session(pid_b: int, uid: int | None) -> None:
+    """Kill what the judge left behind: its process group, and every process of its uid."""
+    try:
+        os.killpg(pid_b, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if uid is None:
+        return
+    for _ in range(50):
+        sweeper = os.fork()
+        if sweeper == 0:  # kill(-1) as that uid reaches exactly the processes of that uid
+            try:
+                os.setresuid(uid, uid, uid)
+                os.kill(-1, signal.SIGKILL)
+            finally:
+                os._exit(0)
+        os.waitpid(sweeper, 0)
+        if not _processes_of(uid):
+            return
+        time.sleep(0.01)
+
+
+def _processes_of(uid: int) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.stat(f"/proc/{name}").st_uid == uid:
+                    found.append(int(name))
+            except OSError:
+                pass
+    return found
+
+
+def prepare(request: dict) -> dict:
+    limits = dict(DEFAULT_LIMITS)
+    limits.update(request.get("limits") or {})
+    request["limits"] = limits
+    request["host_is_root"] = os.geteuid() == 0
+    request.setdefault("args", [])
+    request.setdefault("kwargs", {})
+    request.setdefault("read_only", [])
+    confined = request.get("isolation", "namespaces") == "namespaces"
+    if "workdir" not in request:
+        import tempfile
+
+        request["workdir"] = tempfile.mkdtemp(prefix="scalecua-probe-")
+    scratch = "/scratch" if confined else request["workdir"]
+    home = request.get("home") or scratch
+    request.setdefault("cwd", home)
+    env = {"HOME": home, "TMPDIR": scratch, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+           "PYTHONDONTWRITEBYTECODE": "1", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+           "MKL_NUM_THREADS": "1", "MPLCONFIGDIR": scratch}
+    env.update(request.get("env") or {})
+    request["env"] = env
+    return request
+
+
+def main(argv: list[str]) -> int:
+    probe = argv[1:] == ["--probe"]
+    try:
+        request = dict(PROBE_REQUEST) if probe else json.loads(sys.stdin.buffer.read())
+        request = prepare(request)
+    except (ValueError, KeyError, TypeError) as exc:
+        report = {"status": "sandbox_error", "error": f"bad request: {exc}"}
+    else:
+        started = time.monotonic()
+        try:
+            if request.get("isolation", "namespaces") == "namespaces":
+                report = supervise_namespaces(request)
+            else:
+                report = supervise_unconfined(request)
+        except Exception as exc:  # noqa: BLE001 - reported, never a traceback on the host's pipe
+            report = {"status": "sandbox_error", "error": f"supervisor failed: {type(exc).__name__}: {exc}"}
+        report["duration_s"] = round(time.monotonic() - started, 4)
+        if probe:
+            os.rmdir(request["workdir"])
+            report["ok"] = report.get("status") == "ok" and report.get("value") == 42
+    sys.stdout.write(json.dumps(report, allow_nan=True) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

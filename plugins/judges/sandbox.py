@@ -223,6 +223,8 @@ class SandboxExecutor(JudgeExecutor):
 
     def check(self, code: str, entry: EntryPoint) -> JudgeCall | None:
         """A ``rejected`` call when the rule validator refuses ``code`` (None when it may run)."""
+        if not (isinstance(entry.name, str) and entry.name.isidentifier()):
+            return JudgeCall(REJECTED, None, f"judge function name {entry.name!r} is not a Python identifier", 0.0)
         if not self.options.validate_code:
             return None
         report = validate_judge_code(code, [entry], allowed_imports=self.options.allowed_imports)

@@ -78,7 +78,7 @@ def kill_pids(pids: Iterable[int], grace_s: float = 2.0) -> None:
     deadline = time.monotonic() + grace_s
     while pending and time.monotonic() < deadline:
         time.sleep(0.05)
-        pending = {pid for pid in pending if _alive(pid)}
+        pending = {pid for pid in pending if is_alive(pid)}
     for pid in pending:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -86,7 +86,7 @@ def kill_pids(pids: Iterable[int], grace_s: float = 2.0) -> None:
             pass
 
 
-def _alive(pid: int) -> bool:
+def is_alive(pid: int) -> bool:
     """True while ``pid`` exists and is not a zombie."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:

@@ -1,0 +1,105 @@
+"""A real desktop for tests: one supervised session (Xvfb + openbox + the probe) per test module.
+
+Import the fixture into a test module (``from tests.environments.desktop_fixtures import desktop``);
+pytest then starts the session once for that module and stops it afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Awaitable, Callable, TypeVar
+
+import pytest
+
+from environments import display as display_mod
+from environments.client import EnvironmentClient
+
+T = TypeVar("T")
+
+
+@dataclass
+class DesktopSession:
+    env_id: str
+    display: str
+    port: int
+    token: str
+    home: Path
+    pids: dict[str, int]
+    process: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def client(self, **kwargs: Any) -> EnvironmentClient:
+        return EnvironmentClient(self.url, self.token, **kwargs)
+
+    def run(self, body: Callable[[EnvironmentClient], Awaitable[T]]) -> T:
+        """Run ``body(client)`` in a fresh event loop with a fresh client."""
+
+        async def main() -> T:
+            async with self.client() as client:
+                return await body(client)
+
+        return asyncio.run(main())
+
+
+def start_session(root: Path, *, token: str | None = None, extra_args: tuple[str, ...] = ()) -> DesktopSession:
+    env_id = f"test-{secrets.token_hex(4)}"
+    token = token or secrets.token_urlsafe(16)
+    home = root / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "environments.display", "--env-id", env_id, "--home", str(home),
+         "--runtime-dir", str(root / "runtime"), *extra_args],
+        stdout=subprocess.PIPE, stderr=open(root / "session.log", "wb"),  # noqa: SIM115
+        env={**os.environ, "SCALECUA_PROBE_TOKEN": token}, start_new_session=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    info = json.loads(line)
+    assert "error" not in info, info
+    return DesktopSession(env_id, info["display"], info["probe_port"], token, home, info["pids"], proc)
+
+
+def stop_session(session: DesktopSession) -> None:
+    if session.process.poll() is None:
+        session.process.send_signal(signal.SIGTERM)
+        try:
+            session.process.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(session.process.pid, signal.SIGKILL)
+            session.process.wait()
+    display_mod.sweep(session.env_id, grace_s=0.5)
+
+
+@pytest.fixture(scope="module")
+def desktop(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    session = start_session(tmp_path_factory.mktemp("desktop"))
+    try:
+        yield session
+    finally:
+        stop_session(session)
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+def tagged(env_id: str) -> list[int]:
+    """Live (non-zombie) processes of an environment."""
+    return [pid for pid in display_mod.tagged_processes(env_id) if display_mod.is_alive(pid)]

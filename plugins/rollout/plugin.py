@@ -11,3 +11,9 @@ def scalecua_register_rollout_engines(registry):  # type: ignore[no-untyped-def]
         options="plugins.rollout.hf:HFEngineOptions",
         description="in-process Hugging Face sampling (batched, seeded) with in-place weight updates",
     )
+    registry.register(
+        "openai-compatible",
+        "plugins.rollout.openai_compatible:create_openai_compatible_engine",
+        options="plugins.rollout.openai_compatible:OpenAICompatibleOptions",
+        description="remote generation on vllm serve / core.serve (token ids, logprobs, vLLM weight transfer)",
+    )

@@ -1,0 +1,299 @@
+"""``python -m core.serve --model DIR | --config FILE``: serve the in-process policy over vLLM's HTTP API.
+
+The rollout engine (``hf`` by default, created through the registry) answers
+the subset of the OpenAI/vLLM protocol that the ``openai-compatible`` engine
+uses, so that engine and vLLM's weight-update protocol are exercised against a
+real server on any machine:
+
+* ``POST /v1/completions`` (token-id prompts), ``POST /v1/chat/completions``,
+  ``POST /v1/chat/completions/render`` and ``POST /inference/v1/generate``
+  (vLLM's tokens-in/tokens-out pair), with ``return_token_ids`` and
+  sampled-token ``logprobs`` (at the request's temperature, as vLLM's
+  ``--logprobs-mode processed_logprobs``); ``GET /v1/models``, ``GET /health``.
+* ``POST /init_weight_transfer_engine``, ``/start_weight_update``,
+  ``/update_weights``, ``/finish_weight_update`` (data plane: Gloo, see
+  :mod:`core.weight_transfer`), ``POST /pause`` / ``/resume``,
+  ``GET /is_paused``, ``GET /get_world_size``.
+
+Differences from vLLM: one choice per request, no streaming, sampling only
+(temperature > 0); ``/pause`` always waits for in-flight requests (an
+in-process generation cannot be aborted); with ``--api-key`` every route but
+``/health`` needs the key (vLLM guards only ``/v1``). Binds to 127.0.0.1
+unless told otherwise: the weight routes let any caller replace the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hmac
+import json
+import os
+import sys
+import threading
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Iterator, Sequence
+from urllib.parse import parse_qs, urlsplit
+
+import structlog
+
+from core import serve_protocol as proto
+from core.errors import ConfigError
+from core.interfaces import Generation, GenerationRequest, PolicyModel, RolloutEngine
+from core.serve_protocol import BadRequest
+from core.serve_routes import Routes, WeightReceiver
+
+log = structlog.get_logger(__name__)
+
+MAX_BODY_BYTES = 512 << 20
+
+
+class Gate:
+    """Admission of generations: paused or updating servers hold new requests until resumed."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.paused = False
+        self._exclusive = False
+        self._in_flight = 0
+
+    @contextmanager
+    def generation(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self.paused and not self._exclusive)
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._in_flight -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """No generation runs inside (weights change here)."""
+        with self._cond:
+            self._cond.wait_for(lambda: not self._exclusive)
+            self._exclusive = True
+            self._cond.wait_for(lambda: self._in_flight == 0)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+    def pause(self) -> None:
+        with self._cond:
+            self.paused = True
+            self._cond.wait_for(lambda: self._in_flight == 0)
+
+    def resume(self) -> None:
+        with self._cond:
+            self.paused = False
+            self._cond.notify_all()
+
+
+class EngineServer:
+    """An HTTP server (one thread per connection) in front of a rollout engine on its own event loop."""
+
+    def __init__(self, engine: RolloutEngine, model: PolicyModel, *, served_model_name: str = "policy",
+                 api_key: str | None = None, trust_request_chat_template: bool = False,
+                 request_timeout_s: float = 3600.0, weight_timeout_s: float = 600.0) -> None:
+        self.engine = engine
+        self.renderer = model.renderer()
+        self.vocab_size = vocab_size(model, self.renderer)
+        self.banned_ids = tuple(getattr(engine, "suppress_ids", ()))
+        self.model_name = served_model_name
+        self.api_key = api_key
+        self.trust_request_chat_template = trust_request_chat_template
+        self.request_timeout_s = request_timeout_s
+        self.gate = Gate()
+        self.weights = WeightReceiver(engine, self.gate, timeout_s=weight_timeout_s)
+        self.loop = asyncio.new_event_loop()
+        self._loop_thread = threading.Thread(target=self.loop.run_forever, name="core.serve-engine", daemon=True)
+        self._httpd: ThreadingHTTPServer | None = None
+        self._http_thread: threading.Thread | None = None
+        self.routes = Routes(self)
+
+    def start(self, host: str = "127.0.0.1", port: int = 8000) -> str:
+        """Start serving in background threads; returns the base URL (``port`` 0 picks a free port)."""
+        self._loop_thread.start()
+        handler = type("Handler", (_Handler,), {"server_app": self})
+        self._httpd = ThreadingHTTPServer((host, port), handler)
+        self._httpd.daemon_threads = True
+        self._http_thread = threading.Thread(target=self._httpd.serve_forever, name="core.serve-http", daemon=True)
+        self._http_thread.start()
+        bound_host, bound_port = self._httpd.server_address[:2]
+        log.info("serving", url=f"http://{bound_host}:{bound_port}", model=self.model_name)
+        return f"http://{bound_host}:{bound_port}"
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._loop_thread.is_alive():
+            asyncio.run_coroutine_threadsafe(self.engine.close(), self.loop).result(timeout=60)
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._loop_thread.join(timeout=10)
+        self.weights.close()
+
+    def generate(self, request: GenerationRequest) -> Generation:
+        with self.gate.generation():
+            future = asyncio.run_coroutine_threadsafe(self.engine.generate(request), self.loop)
+            try:
+                return future.result(timeout=self.request_timeout_s)
+            except ValueError as exc:  # the engine's own validation
+                raise BadRequest(str(exc)) from None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_app: EngineServer
+    protocol_version = "HTTP/1.1"  # keep-alive: clients reuse connections
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def _dispatch(self, method: str) -> None:
+        app = self.server_app
+        url = urlsplit(self.path)
+        try:
+            body = self._read_body() if method == "POST" else None
+            route = app.routes.find(method, url.path)
+            if url.path != "/health" and app.api_key is not None and not self._authorized(app.api_key):
+                raise BadRequest("missing or wrong API key: send 'Authorization: Bearer <key>'", status=401)
+            query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+            status, payload = route(body, query)
+        except BadRequest as exc:
+            status, payload = exc.status, proto.error_body(str(exc), exc.status, exc.param)
+            log.info("request refused", path=url.path, status=status, reason=str(exc))
+        except Exception as exc:  # the server stays up; the client learns what failed
+            log.exception("request failed", path=url.path)
+            status, payload = 500, proto.error_body(f"{type(exc).__name__}: {exc}", 500)
+        self._send(status, payload)
+
+    def _read_body(self) -> Any:
+        length = self.headers.get("Content-Length")
+        if length is None:
+            if self.headers.get("Transfer-Encoding"):
+                raise BadRequest("chunked request bodies are not supported; send Content-Length", status=411)
+            return None
+        size = int(length)
+        if size > MAX_BODY_BYTES:
+            self.close_connection = True
+            raise BadRequest(f"request body of {size} bytes exceeds {MAX_BODY_BYTES}", status=413)
+        raw = self.rfile.read(size)
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise BadRequest(f"request body is not valid JSON: {exc}") from None
+
+    def _authorized(self, key: str) -> bool:
+        header = self.headers.get("Authorization", "")
+        return header.startswith("Bearer ") and hmac.compare_digest(header[7:].encode(), key.encode())
+
+    def _send(self, status: int, payload: Any) -> None:
+        data = b"" if payload is None else json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        log.debug("http", client=self.client_address[0], line=format % args)
+
+
+def vocab_size(model: PolicyModel, renderer: Any) -> int:
+    """Rows of the model's output embedding when its config says, else the tokenizer's size."""
+    config = model.hf_config() if hasattr(model, "hf_config") else None
+    size = getattr(getattr(config, "text_config", config), "vocab_size", None)
+    if isinstance(size, int):
+        return size
+    tokenizer = getattr(renderer, "tokenizer", None)
+    return len(tokenizer) if tokenizer is not None else sys.maxsize
+
+
+def build_engine(args: argparse.Namespace) -> tuple[RolloutEngine, PolicyModel, str]:
+    """The policy model and rollout engine the command line asks for, through the registries."""
+    from core.pluginmanager import load_plugins
+
+    engine_options: dict[str, Any] = json.loads(args.engine_options) if args.engine_options else {}
+    if args.config:
+        from core.config import load_config
+
+        resolved, plugins = load_config(args.config, args.overrides, required=("model",))
+        model = resolved.create("model", plugins, run_dir=None)
+        rollout = resolved.config.rollout
+        if rollout is not None and rollout.name == args.engine and not args.engine_options:
+            engine_options = dict(rollout.options or {})
+        name = args.served_model_name or str(getattr(getattr(model, "options", None), "path", None) or "policy")
+    else:
+        if args.overrides:
+            raise ConfigError([f"KEY=VALUE overrides ({' '.join(args.overrides)}) need --config"])
+        plugins = load_plugins()
+        model = plugins.registry("model").create(args.family, {"path": args.model})
+        name = args.served_model_name or args.model
+    engine = plugins.registry("rollout_engine").create(args.engine, engine_options, model=model, seed=args.seed)
+    return engine, model, name
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m core.serve", description=__doc__.splitlines()[0])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", help="local Hugging Face model directory")
+    source.add_argument("--config", "-c", help="YAML config whose model slot (and rollout options) to serve")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides (with --config)")
+    parser.add_argument("--family", default="qwen-vl", help="model family for --model (default: qwen-vl)")
+    parser.add_argument("--engine", default="hf", help="in-process rollout engine (default: hf)")
+    parser.add_argument("--engine-options", help="JSON options of the engine (default: the config's, or none)")
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
+    parser.add_argument("--port", type=int, default=8000, help="port (0: a free one; the URL is printed)")
+    parser.add_argument("--api-key", default=os.environ.get("SCALECUA_SERVE_API_KEY"),
+                        help="require 'Authorization: Bearer KEY' (default: $SCALECUA_SERVE_API_KEY)")
+    parser.add_argument("--served-model-name", help="model id in /v1/models (default: the model path)")
+    parser.add_argument("--trust-request-chat-template", action="store_true",
+                        help="allow requests to bring their own chat_template (as vLLM's flag)")
+    parser.add_argument("--seed", type=int, default=0, help="engine seed for requests without one")
+    parser.add_argument("--weight-timeout", type=float, default=600.0, help="weight-transfer rendezvous timeout (s)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from core import logs
+
+    args = parse_args(argv)
+    logs.configure()
+    engine, model, name = build_engine(args)
+    server = EngineServer(engine, model, served_model_name=name, api_key=args.api_key,
+                          trust_request_chat_template=args.trust_request_chat_template,
+                          weight_timeout_s=args.weight_timeout)
+    url = server.start(args.host, args.port)
+    print(f"core.serve listening on {url}", flush=True)
+    stop = threading.Event()
+    _on_signals(stop.set)
+    try:
+        stop.wait()
+    finally:
+        server.stop()
+    return 0
+
+
+def _on_signals(callback: Callable[[], None]) -> None:
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: callback())
+
+
+if __name__ == "__main__":
+    from core.cli import main_guard
+
+    sys.exit(main_guard(main))
+

@@ -1,0 +1,205 @@
+"""Trainer side of vLLM's weight-update HTTP protocol, for rollout engines behind a server.
+
+One :meth:`RemoteWeightSync.update` call is one update session::
+
+    POST /pause?mode=wait                        (optional: no generation sees half-updated weights)
+    POST /start_weight_update {"is_checkpoint_format": true}   (Hugging Face names)
+    POST /update_weights {"update_info": ...}    once per bucket, while the bucket is broadcast
+    POST /finish_weight_update
+    POST /resume
+
+The first update also rendezvous: ``GET /get_world_size``, then
+``POST /init_weight_transfer_engine`` while the trainer opens its side of the
+group as rank 0. The data plane is ``gloo`` (:mod:`core.weight_transfer`, CPU
+tensors; what ``core.serve`` speaks) or ``nccl`` (vLLM's own NCCL trainer
+helpers, which need ``vllm`` and a GPU on the trainer and a server started with
+``--weight-transfer-config '{"backend": "nccl"}'``). After any failure the
+group is discarded and the next update rendezvous again, because a broken
+broadcast leaves the two sides out of step.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from typing import Any, Callable, Iterable, Literal, Sequence
+from urllib.parse import urlsplit
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.errors import ScaleCUAError
+from core.weight_transfer import GlooChannel, InitInfo, UpdateInfo, bucket_tensors, send_tensors
+
+log = structlog.get_logger(__name__)
+
+
+class WeightSyncError(ScaleCUAError):
+    """A weight update against a remote server failed; the message names the step and the server's reason."""
+
+
+class WeightTransferOptions(BaseModel):
+    """How the trainer's weights reach a remote server (vLLM's weight-transfer protocol)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Literal["gloo", "nccl"] = Field(
+        "gloo", description="data plane: gloo (CPU; core.serve) or nccl (vLLM on GPUs; needs vllm on the trainer)"
+    )
+    master_address: str | None = Field(
+        None, description="address at which the server reaches the trainer (default: the local address that "
+                          "routes to the server)"
+    )
+    master_port: int = Field(0, ge=0, le=65535, description="rendezvous port on the trainer (0: a free port)")
+    bucket_bytes: int = Field(256 << 20, ge=1, description="bytes per /update_weights call (one packed broadcast)")
+    pause_generation: bool = Field(True, description="pause the server's generation during each update session")
+    timeout_s: float = Field(600.0, gt=0, description="rendezvous, broadcast and HTTP timeout of a weight update")
+
+
+Post = Callable[[str, dict[str, Any] | None], dict[str, Any]]
+Get = Callable[[str], dict[str, Any]]
+
+
+class RemoteWeightSync:
+    """Pushes (name, tensor) buckets to a server through ``post``/``get`` (JSON in, JSON out, raising on errors)."""
+
+    def __init__(self, options: WeightTransferOptions, base_url: str, *, post: Post, get: Get) -> None:
+        self.options = options
+        self.base_url = base_url
+        self._post = post
+        self._get = get
+        self._transport: _Transport | None = None
+        self.updates = 0
+
+    def update(self, weights: Iterable[tuple[str, Any]]) -> None:
+        tensors = list(weights)
+        if not tensors:
+            return
+        try:
+            transport = self._ensure_transport()
+            if self.options.pause_generation:
+                self._post("/pause?mode=wait", None)
+            try:
+                self._post("/start_weight_update", {"is_checkpoint_format": True})
+                for bucket in bucket_tensors(tensors, self.options.bucket_bytes):
+                    info = UpdateInfo.for_tensors(bucket, packed=True, buffer_bytes=self.options.bucket_bytes)
+                    self._while_posting("/update_weights", {"update_info": info.as_json()},
+                                        lambda: transport.send(info, bucket))
+                self._post("/finish_weight_update", None)
+            finally:
+                if self.options.pause_generation:
+                    self._post("/resume", None)
+        except BaseException:
+            self._transport = None  # a failed broadcast leaves the group out of step: rendezvous again next time
+            raise
+        self.updates += 1
+        log.debug("remote weights updated", tensors=len(tensors), updates=self.updates)
+
+    # -- rendezvous ---------------------------------------------------------------------
+
+    def _ensure_transport(self) -> _Transport:
+        if self._transport is not None:
+            return self._transport
+        server_world = self._get("/get_world_size").get("world_size")
+        if not isinstance(server_world, int) or server_world < 1:
+            raise WeightSyncError(f"{self.base_url}/get_world_size answered {server_world!r}, not a positive integer")
+        address = self.options.master_address or route_address(urlsplit(self.base_url).hostname or "127.0.0.1")
+        info = InitInfo(address, self.options.master_port, rank_offset=1, world_size=1 + server_world)
+        transport = _GlooTransport(info, self.options.timeout_s) if self.options.backend == "gloo" \
+            else _NcclTransport(info)
+        self._while_posting("/init_weight_transfer_engine", {"init_info": transport.info.as_json()}, transport.join)
+        log.info("weight transfer group ready", backend=self.options.backend, server=self.base_url,
+                 world_size=info.world_size, master=f"{transport.info.master_address}:{transport.info.master_port}")
+        self._transport = transport
+        return transport
+
+    def _while_posting(self, path: str, body: dict[str, Any], collective: Callable[[], None]) -> None:
+        """POST ``body`` (which blocks server-side until the collective completes) while running ``collective``."""
+        outcome: dict[str, BaseException] = {}
+
+        def call() -> None:
+            try:
+                self._post(path, body)
+            except BaseException as exc:  # re-raised in the caller's thread
+                outcome["error"] = exc
+
+        caller = threading.Thread(target=call, name=f"weight-sync{path}", daemon=True)
+        caller.start()
+        collective_error: BaseException | None = None
+        try:
+            collective()
+        except BaseException as exc:
+            collective_error = exc
+        caller.join(self.options.timeout_s)
+        if "error" in outcome:  # the server's reason is more useful than the broadcast's
+            raise outcome["error"]
+        if caller.is_alive():
+            raise WeightSyncError(f"{self.base_url}{path} did not answer within {self.options.timeout_s:.0f} s")
+        if collective_error is not None:
+            raise WeightSyncError(f"{path}: the {self.options.backend} broadcast failed: {collective_error}") \
+                from collective_error
+
+
+class _Transport:
+    info: InitInfo
+
+    def join(self) -> None:
+        raise NotImplementedError
+
+    def send(self, info: UpdateInfo, tensors: Sequence[tuple[str, Any]]) -> None:
+        raise NotImplementedError
+
+
+class _GlooTransport(_Transport):
+    def __init__(self, info: InitInfo, timeout_s: float) -> None:
+        self.channel = GlooChannel(info, 0, timeout_s=timeout_s)
+        self.info = self.channel.info
+
+    def join(self) -> None:
+        self.channel.join()
+
+    def send(self, info: UpdateInfo, tensors: Sequence[tuple[str, Any]]) -> None:
+        send_tensors(self.channel, info, tensors)
+
+
+class _NcclTransport(_Transport):
+    """vLLM's NCCL trainer helpers (``NCCLWeightTransferEngine.trainer_init`` / ``trainer_send_weights``)."""
+
+    def __init__(self, info: InitInfo) -> None:
+        try:
+            from vllm.distributed.weight_transfer.nccl_engine import NCCLWeightTransferEngine
+        except ImportError as exc:
+            raise WeightSyncError(
+                "rollout.options.weight_transfer.backend: 'nccl' needs vLLM's NCCL weight-transfer helpers on the "
+                f"trainer ({exc}); install the gpu extra (pip install 'scalecua[gpu]') or use backend 'gloo'"
+            ) from None
+        if info.master_port == 0:
+            with socket.socket() as probe:  # NCCL's store cannot pick its own port and report it back
+                probe.bind((info.master_address, 0))
+                info = InitInfo(info.master_address, probe.getsockname()[1], info.rank_offset, info.world_size)
+        self.engine = NCCLWeightTransferEngine
+        self.info = info
+        self.group: Any = None
+
+    def join(self) -> None:
+        self.group = self.engine.trainer_init(self.info.as_json())
+
+    def send(self, info: UpdateInfo, tensors: Sequence[tuple[str, Any]]) -> None:
+        import torch
+
+        device = torch.device("cuda", torch.cuda.current_device())
+        self.engine.trainer_send_weights(
+            iter([(name, t.to(device)) for name, t in tensors]),
+            {"group": self.group, "packed": True, "packed_buffer_size_bytes": info.packed_buffer_size_bytes,
+             "packed_num_buffers": info.packed_num_buffers},
+        )
+
+
+def route_address(host: str) -> str:
+    """The local address this machine uses to reach ``host`` (no packet is sent)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((host, 9))
+            return str(probe.getsockname()[0])
+    except OSError:
+        return "127.0.0.1"

@@ -1,0 +1,139 @@
+"""Qwen-VL chat rendering: messages -> token ids exactly as the chat template produces them.
+
+The template is rendered with one ``<|image_pad|>`` per image and tokenized;
+each pad is then expanded into the screenshot's visual-token count. Special
+tokens are matched before BPE runs, so this equals tokenizing the text with
+the pads expanded in place, at a fraction of the cost.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from core.interfaces import ChatRenderer, Message, RenderedPrompt
+from core.types import Screenshot
+from plugins.qwen_vl.vision import ImageProcessor
+
+IMAGE_PAD = "<|image_pad|>"
+#: Qwen-VL tokens a policy must never sample: they would open a vision span or break the chat structure.
+SUPPRESSED_TOKENS = (
+    "<|im_start|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+)
+
+
+class RenderError(ValueError):
+    pass
+
+
+class QwenVLRenderer(ChatRenderer):
+    """A :class:`ChatRenderer` over a Hugging Face tokenizer with a Qwen-VL chat template."""
+
+    def __init__(self, tokenizer: Any, image_processor: ImageProcessor) -> None:
+        self.tokenizer = tokenizer
+        self.image_processor = image_processor
+        vocab = tokenizer.get_vocab()
+        self.image_pad_id = _token_id(vocab, IMAGE_PAD)
+        stops = [_token_id(vocab, "<|im_end|>")]
+        if "<|endoftext|>" in vocab:
+            stops.append(vocab["<|endoftext|>"])
+        self.stop_ids = tuple(stops)
+        #: token ids a rollout must suppress (see :data:`SUPPRESSED_TOKENS`)
+        self.suppress_ids: tuple[int, ...] = tuple(vocab[t] for t in SUPPRESSED_TOKENS if t in vocab)
+        self.pad_token_id: int = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stops[-1]
+
+    # -- ChatRenderer ---------------------------------------------------------------
+
+    def render(self, messages: Sequence[Message], *, add_generation_prompt: bool) -> RenderedPrompt:
+        text = self.render_text(messages, add_generation_prompt=add_generation_prompt)
+        images = [part for m in messages for part in m.content if isinstance(part, Screenshot)]
+        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        return RenderedPrompt(ids=self.expand_image_pads(ids, images), images=images)
+
+    def image_tokens(self, screenshot: Screenshot) -> int:
+        return self.image_processor.image_token_count(screenshot)
+
+    def encode_text(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: Sequence[int], *, skip_special_tokens: bool = False) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    # -- helpers --------------------------------------------------------------------
+
+    def render_text(self, messages: Sequence[Message], *, add_generation_prompt: bool) -> str:
+        """The chat template's text with one ``<|image_pad|>`` per image."""
+        conversation = [to_hf_message(m) for m in messages]
+        return self.tokenizer.apply_chat_template(
+            conversation, tokenize=False, add_generation_prompt=add_generation_prompt
+        )
+
+    def expand_image_pads(self, ids: Sequence[int], images: Sequence[Screenshot]) -> list[int]:
+        """Replace the i-th ``<|image_pad|>`` with ``image_tokens(images[i])`` pads."""
+        out: list[int] = []
+        image_index = 0
+        for token in ids:
+            if token != self.image_pad_id:
+                out.append(token)
+                continue
+            if image_index >= len(images):
+                raise RenderError(
+                    f"the chat template emitted more image placeholders than the {len(images)} images given"
+                )
+            out.extend([token] * self.image_tokens(images[image_index]))
+            image_index += 1
+        if image_index != len(images):
+            raise RenderError(
+                f"the chat template emitted {image_index} image placeholders for {len(images)} images: "
+                "does the template render {'type': 'image'} content items?"
+            )
+        return out
+
+    def image_pad_runs(self, ids: Sequence[int]) -> list[tuple[int, int]]:
+        """(start, length) of each run of expanded placeholders in ``ids``."""
+        runs: list[tuple[int, int]] = []
+        start = None
+        for i, token in enumerate(ids):
+            if token == self.image_pad_id:
+                if start is None:
+                    start = i
+            elif start is not None:
+                runs.append((start, i - start))
+                start = None
+        if start is not None:
+            runs.append((start, len(ids) - start))
+        return runs
+
+
+def to_hf_message(message: Message) -> dict[str, Any]:
+    """A :class:`Message` in the structured-content form Qwen chat templates read."""
+    if message.role not in ("system", "user", "assistant"):
+        raise RenderError(f"message role {message.role!r} is not one of system, user, assistant")
+    if all(isinstance(part, str) for part in message.content):
+        # Text-only messages as plain strings: real Qwen templates parse e.g. <think> only in string content.
+        return {"role": message.role, "content": "".join(message.content)}  # type: ignore[arg-type]
+    content: list[dict[str, Any]] = []
+    for part in message.content:
+        if isinstance(part, Screenshot):
+            content.append({"type": "image"})
+        elif isinstance(part, str):
+            content.append({"type": "text", "text": part})
+        else:
+            raise RenderError(f"message content must be str or Screenshot, got {type(part).__name__}")
+    return {"role": message.role, "content": content}
+
+
+def _token_id(vocab: dict[str, int], token: str) -> int:
+    if token not in vocab:
+        raise RenderError(f"the tokenizer has no {token} token: a Qwen-VL tokenizer is required")
+    return vocab[token]

@@ -1,0 +1,195 @@
+"""``python -m core.envcheck [--tasks ID ...] [--json] [--workers N]``: prove every task is solvable and judged.
+
+For each task, on real desktops of an environment backend (default
+``local-desktop``): reset (setup steps) -> the judge must score 0; then the
+task's oracle (``metadata.oracle``, a list of actions) runs through the probe
+-> the judge must score 1. Prints a report (``--json``: one JSON object with
+per-task results and timings) and exits non-zero when any task fails.
+
+Tasks come from ``--path`` (default: the bundled suite,
+``package:environments.tasks/osworld``); ``{TASK_ASSETS}`` in a task file
+means the ``assets`` directory beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import structlog
+
+from core import logs
+from core.cli import main_guard
+from core.errors import ScaleCUAError
+from core.interfaces import EnvironmentBackend
+from core.pluginmanager import Plugins, load_plugins
+from core.tasks import load_tasks
+from core.types import Action, Task
+
+log = structlog.get_logger("core.envcheck")
+
+DEFAULT_PATH = "package:environments.tasks/osworld"
+ASSETS_PLACEHOLDER = "{TASK_ASSETS}"
+
+
+@dataclass
+class TaskCheck:
+    """The outcome for one task; ``ok`` when it scored 0 before and 1 after its oracle."""
+
+    task_id: str
+    domain: str
+    ok: bool = False
+    score_before: float | None = None
+    score_after: float | None = None
+    status_before: str | None = None
+    status_after: str | None = None
+    error: str | None = None
+    env_id: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def resolve_assets(task: Task) -> Task:
+    """Replace ``{TASK_ASSETS}`` with ``<task file dir>/assets`` everywhere in the task."""
+    text = json.dumps(task.to_json())
+    if ASSETS_PLACEHOLDER not in text or task.source_dir is None:
+        return task
+    assets = str(Path(task.source_dir).resolve() / "assets")
+    resolved = Task.model_validate(json.loads(text.replace(ASSETS_PLACEHOLDER, assets)))
+    resolved._source_dir = task.source_dir
+    return resolved
+
+
+def oracle_of(task: Task) -> list[Action]:
+    raw = task.metadata.get("oracle")
+    if not isinstance(raw, list) or not raw:
+        raise ScaleCUAError(f"task {task.id}: metadata.oracle must be a non-empty list of actions")
+    return [Action.model_validate(a) for a in raw]
+
+
+async def check_task(backend: EnvironmentBackend, plugins: Plugins, task: Task) -> TaskCheck:
+    result = TaskCheck(task.id, task.domain)
+    getters, metrics = plugins.registry("getter"), plugins.registry("metric")
+    started = time.monotonic()
+    env = await backend.acquire()
+    result.env_id = env.env_id
+    result.timings["acquire_s"] = round(time.monotonic() - started, 2)
+    discard = False
+    try:
+        actions = oracle_of(task)
+        t0 = time.monotonic()
+        await env.reset(task)
+        t1 = time.monotonic()
+        before = await backend.evaluate(env, task, executor=None, getters=getters, metrics=metrics, last_action=None)
+        t2 = time.monotonic()
+        for action in actions:
+            await env.step(action)
+        t3 = time.monotonic()
+        after = await backend.evaluate(env, task, executor=None, getters=getters, metrics=metrics,
+                                       last_action=actions[-1])
+        t4 = time.monotonic()
+        result.timings.update(reset_s=round(t1 - t0, 2), judge_before_s=round(t2 - t1, 2),
+                              oracle_s=round(t3 - t2, 2), judge_after_s=round(t4 - t3, 2))
+        result.score_before, result.status_before = before.score, before.status.value
+        result.score_after, result.status_after = after.score, after.status.value
+        problems = []
+        if not (before.status.value == "ok" and before.score == 0.0):
+            problems.append(f"before the oracle: score {before.score} ({before.status.value}) {before.error or ''}")
+        if not after.success:
+            problems.append(f"after the oracle: score {after.score} ({after.status.value}) {after.error or ''} "
+                            f"{after.details.get('metrics')}")
+        result.ok = not problems
+        result.error = "; ".join(p.strip() for p in problems) or None
+    except Exception as exc:  # one broken task must not hide the others' results
+        discard = True
+        result.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        await backend.release(env, discard=discard)
+    result.timings["total_s"] = round(time.monotonic() - started, 2)
+    log.info("task checked", task_id=task.id, ok=result.ok, error=result.error, **result.timings)
+    return result
+
+
+async def check_tasks(tasks: Sequence[Task], *, backend_name: str = "local-desktop",
+                      backend_options: dict[str, Any] | None = None, workers: int = 2,
+                      plugins: Plugins | None = None) -> dict[str, Any]:
+    """Check ``tasks`` on ``workers`` desktops side by side; the JSON-ready report."""
+    plugins = plugins or load_plugins()
+    options = {"max_environments": workers, **(backend_options or {})}
+    started = time.monotonic()
+    backend: EnvironmentBackend = plugins.registry("environment").create(backend_name, options)
+    queue: asyncio.Queue[Task] = asyncio.Queue()
+    # slowest applications first so the workers finish together
+    for task in sorted(tasks, key=lambda t: 0 if "libreoffice" in t.domain else 1):
+        queue.put_nowait(task)
+    results: list[TaskCheck] = []
+
+    async def worker() -> None:
+        while not queue.empty():
+            results.append(await check_task(backend, plugins, queue.get_nowait()))
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(max(1, min(workers, len(tasks))))))
+    finally:
+        await backend.close()
+    order = {t.id: i for i, t in enumerate(tasks)}
+    results.sort(key=lambda r: order[r.task_id])
+    failed = [r.task_id for r in results if not r.ok]
+    return {
+        "backend": backend_name,
+        "workers": workers,
+        "tasks": len(results),
+        "passed": len(results) - len(failed),
+        "failed": failed,
+        "wall_s": round(time.monotonic() - started, 2),
+        "results": [asdict(r) for r in results],
+    }
+
+
+def select_tasks(paths: Sequence[str], ids: Sequence[str] | None, domains: Sequence[str] | None) -> list[Task]:
+    tasks = load_tasks(paths, include=ids or None, domains=domains or None)
+    if not tasks:
+        raise ScaleCUAError(f"no tasks selected from {list(paths)} (ids={ids}, domains={domains})")
+    return [resolve_assets(t) for t in tasks]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m core.envcheck", description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", nargs="*", metavar="ID", help="only these task ids")
+    parser.add_argument("--domains", nargs="*", help="only these domains (e.g. libreoffice_calc os)")
+    parser.add_argument("--path", action="append", help=f"task file or directory (default: {DEFAULT_PATH})")
+    parser.add_argument("--workers", type=int, default=2, help="desktops running side by side (default 2)")
+    parser.add_argument("--backend", default="local-desktop", help="environment backend name")
+    parser.add_argument("--backend-options", default="{}", help="JSON options for the backend")
+    parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    args = parser.parse_args(argv)
+    if args.workers < 1:
+        raise ScaleCUAError("--workers must be at least 1")
+    try:
+        backend_options = json.loads(args.backend_options)
+    except ValueError as exc:
+        raise ScaleCUAError(f"--backend-options is not JSON: {exc}") from None
+
+    logs.configure("warning" if args.json else "info")
+    tasks = select_tasks(args.path or [DEFAULT_PATH], args.tasks, args.domains)
+    report = asyncio.run(check_tasks(tasks, backend_name=args.backend, backend_options=backend_options,
+                                     workers=args.workers))
+    if args.json:
+        json.dump(report, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        for r in report["results"]:
+            mark = "ok  " if r["ok"] else "FAIL"
+            print(f"{mark} {r['task_id']:<36} {r['timings'].get('total_s', 0):6.1f}s  {r['error'] or ''}")
+        print(f"{report['passed']}/{report['tasks']} tasks passed in {report['wall_s']:.1f}s "
+              f"with {report['workers']} workers")
+    return 0 if not report["failed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main_guard(main))

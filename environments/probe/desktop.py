@@ -62,6 +62,9 @@ class Desktop:
         if proc.returncode != 0:
             message = (proc.stderr or proc.stdout).strip().splitlines()
             raise ActionRejected(f"xdotool {' '.join(args[:3])}: {message[-1] if message else f'exit {proc.returncode}'}")
+        if "No such key name" in proc.stderr:  # xdotool skips unknown keysyms and still exits 0
+            names = re.findall(r"No such key name '([^']*)'", proc.stderr)
+            raise ActionRejected(f"X knows no key named {', '.join(map(repr, names))}: use names like ctrl, enter, f5, a")
         return proc.stdout
 
     # -- screen ------------------------------------------------------------------

@@ -90,6 +90,8 @@ class ScriptedLLM:
     def __init__(self, rules: list[Rule] | None = None):
         self.rules: list[Rule] = list(rules or [])
         self.requests: list[dict[str, Any]] = []
+        #: (model, prompt_tokens, completion_tokens) of every successful answer
+        self.usage: list[tuple[str, int, int]] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
@@ -129,6 +131,8 @@ class ScriptedLLM:
             return reply.status, {"error": {"message": f"scripted HTTP {reply.status}", "type": "server_error"}}, reply.delay_s
         prompt_tokens = len(text.split()) + IMAGE_TOKENS * images
         completion_tokens = len(reply.text.split())
+        with self._lock:
+            self.usage.append((body.get("model", ""), prompt_tokens, completion_tokens))
         payload = {
             "id": f"chatcmpl-scripted-{len(self.requests)}",
             "object": "chat.completion",

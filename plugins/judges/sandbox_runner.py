@@ -41,14 +41,12 @@ import errno
 import json
 import numbers
 import os
-import random
 import resource
 import select
 import signal
 import stat
 import sys
 import time
-import traceback
 
 # -- kernel constants (x86_64 and aarch64 share these) ------------------------
 CLONE_NEWNS = 0x00020000
@@ -128,17 +126,22 @@ def classify_exception(exc_type: str, err: int | None) -> str:
 
 
 def _describe(exc: BaseException) -> dict:
-    frames = exc.__traceback__
-    while frames is not None and frames.tb_frame.f_code.co_filename == __file__:
-        frames = frames.tb_next  # show the judge's frames, not this runner's
-    tb = traceback.format_exception(type(exc), exc, frames)
-    return {
+    described = {
         "ok": False,
         "exc_type": type(exc).__name__,
-        "errno": getattr(exc, "errno", None) if isinstance(exc, OSError) else None,
+        "errno": exc.errno if isinstance(exc, OSError) else None,
         "message": str(exc)[:2000],
-        "traceback": "".join(tb)[-4000:],
     }
+    try:
+        import traceback  # only on failure: slow to import, and it may fail when the judge exhausted a limit
+
+        frames = exc.__traceback__
+        while frames is not None and frames.tb_frame.f_code.co_filename == __file__:
+            frames = frames.tb_next  # show the judge's frames, not this runner's
+        described["traceback"] = "".join(traceback.format_exception(type(exc), exc, frames))[-4000:]
+    except BaseException:  # noqa: BLE001 - the type and message are enough
+        pass
+    return described
 
 
 def _drop_capabilities() -> None:
@@ -204,6 +207,7 @@ def run_judge(request: dict, result_fd: int, output_fd: int, *, confined: bool, 
         os._exit(status)
 
     me = os.getpid()
+    sys.path.extend(p for p in request["site_paths"] if p not in sys.path)  # we run with -S
     try:
         namespace: dict = {"__name__": "scalecua_judge", "__builtins__": __builtins__}
         exec(compile(request["code"], "<judge>", "exec"), namespace)  # the untrusted code, confined above
@@ -217,8 +221,8 @@ def run_judge(request: dict, result_fd: int, output_fd: int, *, confined: bool, 
             os._exit(0)  # a fork of the judge: only the original reports
         try:
             payload = json.dumps(_describe(exc)).encode()
-        except MemoryError:
-            payload = b'{"ok": false, "exc_type": "MemoryError", "errno": null, "message": ""}'
+        except BaseException:  # noqa: BLE001 - e.g. no memory left to describe it
+            payload = json.dumps({"ok": False, "exc_type": type(exc).__name__, "errno": None, "message": ""}).encode()
     if os.getpid() != me:
         os._exit(0)
     try:
@@ -249,7 +253,7 @@ def _bind_sources(request: dict) -> list[tuple[str, int, bool, bool]]:
     system = [p for p in SYSTEM_PATHS if os.path.isdir(p) and not os.path.islink(p)]
     prefixes = sorted({os.path.realpath(p) for p in (sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix)})
     wanted: list[str] = []
-    for path in [*system, *prefixes, *request["read_only"]]:
+    for path in [*system, *prefixes, *request["site_paths"], *request["read_only"]]:
         if not any(path == done or path.startswith(done.rstrip("/") + "/") for done in wanted):
             wanted.append(path)
     sources = []
@@ -291,7 +295,8 @@ def build_root(request: dict) -> None:
     os.mkdir("scratch")
     _mount("tmpfs", "scratch", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
            f"size={limits['scratch_bytes']},nr_inodes=4096,mode=0700,uid=0,gid=0")
-    os.symlink("scratch", "tmp")
+    if not os.path.lexists("tmp"):  # artifacts under the host's /tmp already made it a directory
+        os.symlink("scratch", "tmp")
     _mount(None, ".", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     os.chroot(".")
     os.chdir("/")
@@ -299,7 +304,7 @@ def build_root(request: dict) -> None:
 
 def _sandbox_ids(request: dict) -> tuple[int, int]:
     if request["host_is_root"]:
-        uid = random.SystemRandom().randrange(100_000_000, 2_000_000_000)
+        uid = 100_000_000 + int.from_bytes(os.urandom(4), "little") % 1_900_000_000
         return uid, uid
     return os.geteuid(), os.getegid()
 
@@ -634,6 +639,7 @@ def prepare(request: dict) -> dict:
     request.setdefault("args", [])
     request.setdefault("kwargs", {})
     request.setdefault("read_only", [])
+    request.setdefault("site_paths", [])
     confined = request.get("isolation", "namespaces") == "namespaces"
     if "workdir" not in request:
         import tempfile
@@ -668,8 +674,11 @@ def main(argv: list[str]) -> int:
             report = {"status": "sandbox_error", "error": f"supervisor failed: {type(exc).__name__}: {exc}"}
         report["duration_s"] = round(time.monotonic() - started, 4)
         if probe:
+            import site
+
             os.rmdir(request["workdir"])
             report["ok"] = report.get("status") == "ok" and report.get("value") == 42
+            report["site_paths"] = [p for p in site.getsitepackages() if os.path.isdir(p)]
     sys.stdout.write(json.dumps(report, allow_nan=True) + "\n")
     sys.stdout.flush()
     return 0

@@ -240,10 +240,15 @@ class _Checker(ast.NodeVisitor):
             elif func.id == "open":
                 self._check_builtin_open(node)
         elif isinstance(func, ast.Attribute):
-            if func.attr in WRITING_METHODS:
+            module = self.module_aliases.get(func.value.id) if isinstance(func.value, ast.Name) else None
+            if module is not None:  # module.function(...): the attribute itself is checked in visit_Attribute
+                allowed_attrs = RESTRICTED_MODULES.get(module)
+                if func.attr == "open" and (allowed_attrs is None or "open" in allowed_attrs):
+                    self._check_method_open(node, mode_index=1)  # gzip.open(path, mode)
+            elif func.attr in WRITING_METHODS:
                 self.add(node, f".{func.attr}() is not allowed: judges read files, they never write or delete them")
-            elif func.attr == "open":
-                self._check_method_open(node)
+            elif func.attr == "open":  # Path(p).open(mode) or archive.open(name, mode)
+                self._check_method_open(node, mode_index=1 if len(node.args) >= 2 else 0)
         self.generic_visit(node)
 
     def _check_getattr(self, node: ast.Call) -> None:
@@ -265,18 +270,19 @@ class _Checker(ast.NodeVisitor):
         elif verdict is False:
             self.add(node, f"open() for writing is not allowed (mode {ast.literal_eval(mode)!r}); judges only read")
 
-    def _check_method_open(self, node: ast.Call) -> None:
-        """``Path.open(mode)``, ``gzip.open(f, mode)``, ``zf.open(name, mode)``: find a literal mode, if any."""
-        candidates = [k.value for k in node.keywords if k.arg == "mode"] + list(node.args[:2])
-        for mode in candidates:
-            if isinstance(mode, ast.Constant) and isinstance(mode.value, str) and _looks_like_mode(mode.value):
-                if _mode_is_read_only(mode) is False:
-                    self.add(node, f".open() for writing is not allowed (mode {mode.value!r}); judges only read")
-                return
+    def _check_method_open(self, node: ast.Call, *, mode_index: int) -> None:
+        """A literal write mode in ``x.open(...)``; a computed mode cannot be checked here and is let through."""
+        mode = next((k.value for k in node.keywords if k.arg == "mode"), None)
+        if mode is None and len(node.args) > mode_index:
+            mode = node.args[mode_index]
+        if isinstance(mode, ast.Constant) and isinstance(mode.value, str) and _mode_is_read_only(mode) is False:
+            self.add(node, f".open() for writing is not allowed (mode {mode.value!r}); judges only read")
 
 
-def _looks_like_mode(text: str) -> bool:
-    return 0 < len(text) <= 4 and set(text) <= set("rwaxbt+U")
+def _is_main_guard(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
+            and len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value == "__main__")
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:
@@ -290,7 +296,8 @@ def _check_module_level(body: Sequence[ast.stmt], report: list[Violation]) -> No
         if isinstance(stmt, definitions) or _is_docstring(stmt):
             continue
         if isinstance(stmt, ast.If):
-            _check_module_level(stmt.body + stmt.orelse, report)
+            # `if __name__ == "__main__":` never runs (judges are loaded under another name)
+            _check_module_level(stmt.orelse if _is_main_guard(stmt.test) else stmt.body + stmt.orelse, report)
         elif isinstance(stmt, ast.Try):
             blocks = stmt.body + stmt.orelse + stmt.finalbody + [s for h in stmt.handlers for s in h.body]
             _check_module_level(blocks, report)

@@ -233,7 +233,8 @@ class TorchTrainer(TrainerBackend):
         self._sync()
         t3 = time.perf_counter()
         times["inputs"] += t1 - t0
-        times["reference"] += t2 - t1
+        if ref is not None:
+            times["reference"] += t2 - t1
         times["actor"] += t3 - t2
 
     def _sync(self) -> None:

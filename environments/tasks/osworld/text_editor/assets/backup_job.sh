@@ -1,0 +1,4 @@
+#!/bin/sh
+echo "Starting backup"
+rsync -a /data /mnt/backup
+echo "Done"

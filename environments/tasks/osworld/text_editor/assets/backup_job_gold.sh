@@ -1,0 +1,4 @@
+#!/bin/sh
+echo "Starting backup"
+rsync -a /data /srv/backup
+echo "Done"

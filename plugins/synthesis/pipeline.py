@@ -249,7 +249,8 @@ class VeriGenPipeline:
                 return "accepted", "accepted", ""
             state.findings = findings
             if self.fixer is None or round_index == self.options.max_fix_rounds:
-                why = "no fixer" if self.fixer is None else f"{round_index} repairs were not enough"
+                why = "no fixer" if self.fixer is None else \
+                    f"still failing after {round_index} repair{'' if round_index == 1 else 's'}"
                 return "rejected", stage, f"{why}: " + " | ".join(f.message for f in findings)[:2000]
             try:
                 state.task = await self.fixer.fix(state.task, findings, state.usage)

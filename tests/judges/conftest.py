@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import hashlib
 import os
 import tempfile
@@ -15,8 +16,9 @@ import pytest
 from plugins.judges.options import SandboxOptions
 from plugins.judges.sandbox import SandboxExecutor
 
-#: the runner gives sandboxes host uids from here up when the host runs as root
-SANDBOX_UID_MIN = 100_000_000
+#: every executor made here keeps its per-call directories under this one, so leftovers are ours alone
+WORK_DIR = tempfile.mkdtemp(prefix="scalecua-judges-tests-")
+PR_SET_CHILD_SUBREAPER = 36
 
 
 def run(coro: Any) -> Any:
@@ -24,7 +26,7 @@ def run(coro: Any) -> Any:
 
 
 def make_executor(**options: Any) -> SandboxExecutor:
-    defaults = {"wall_timeout_s": 3.0, "cpu_time_s": 3}
+    defaults = {"wall_timeout_s": 3.0, "cpu_time_s": 3, "work_dir": WORK_DIR}
     return SandboxExecutor(SandboxOptions(**{**defaults, **options}))
 
 
@@ -39,32 +41,43 @@ def _status_field(pid: str, field: str) -> str | None:
 
 
 def leftover_processes() -> list[str]:
-    """Descendants of this test process, and any process running under a sandbox uid."""
+    """Live descendants of this test process (orphans come back to it: it is a child subreaper)."""
     parents: dict[int, int] = {}
-    found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         ppid = _status_field(pid, "PPid")
         if ppid is not None:
             parents[int(pid)] = int(ppid)
-        uid = _status_field(pid, "Uid")
-        if uid and os.geteuid() == 0 and int(uid.split()[0]) >= SANDBOX_UID_MIN:
-            found.append(f"{pid} (sandbox uid {uid.split()[0]})")
-    me = os.getpid()
+    me, found = os.getpid(), []
     for pid in parents:
         ancestor, hops = parents.get(pid), 0
         while ancestor and ancestor != me and hops < 64:
             ancestor, hops = parents.get(ancestor), hops + 1
-        if ancestor == me:
-            found.append(f"{pid} (child of the test)")
+        if ancestor != me:
+            continue
+        if (_status_field(str(pid), "State") or "").startswith("Z") and parents[pid] == me:
+            try:
+                os.waitpid(pid, os.WNOHANG)  # an orphan handed to us that already exited
+            except ChildProcessError:
+                pass
+            continue
+        found.append(f"{pid} ({_status_field(str(pid), 'Name')}, {_status_field(str(pid), 'State')})")
     return found
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _reap_orphans() -> None:
+    """Make this process the subreaper of everything it starts, so no escaped process goes unnoticed."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
 def _workdirs() -> set[str]:
-    return {n for n in os.listdir(tempfile.gettempdir()) if n.startswith("scalecua-sandbox-")}
+    return set(os.listdir(WORK_DIR))
 
 
-def _mounts() -> str:
-    return Path("/proc/self/mounts").read_text()
+def _mounts() -> list[str]:
+    """Host mounts that belong to a sandbox (there must never be any: they live in private namespaces)."""
+    return [line for line in Path("/proc/self/mounts").read_text().splitlines() if "scalecua-sandbox-" in line]
 
 
 def _digest(path: str) -> str | None:
@@ -77,14 +90,14 @@ def _digest(path: str) -> str | None:
 @pytest.fixture
 def host_guard() -> Iterator[None]:
     """After the test: no process left behind, no scratch dirs or mounts left, /etc/shadow unchanged."""
-    before_dirs, before_mounts, before_shadow = _workdirs(), _mounts(), _digest("/etc/shadow")
+    before_shadow = _digest("/etc/shadow")
     yield
     deadline = time.monotonic() + 3.0
     while leftover_processes() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert leftover_processes() == []
-    assert _workdirs() - before_dirs == set()
-    assert _mounts() == before_mounts
+    assert _workdirs() == set()
+    assert _mounts() == []
     assert _digest("/etc/shadow") == before_shadow
 
 

@@ -1,0 +1,215 @@
+"""The sandbox executor: scores, artifacts, local-desktop getters, limits, concurrency, logging, refusal."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from core.types import JudgementStatus
+from plugins.judges.options import SandboxOptions
+from plugins.judges.results import judgement_from_call
+from plugins.judges.sandbox import RUNNER, SandboxExecutor, SandboxUnavailable, detect_isolation
+
+from .conftest import leftover_processes, make_executor, run
+
+
+@dataclass
+class DesktopHandle:
+    """The attributes of a live environment a judge executor reads (env_id, isolated, home_dir, client)."""
+
+    env_id: str
+    isolated: bool
+    home_dir: Path | None
+    client: Any = None
+
+
+TOLERANT = "def close(result, expected, tolerance=0.0):\n    return 1.0 if abs(result - expected) <= tolerance else 0.0\n"
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> SandboxExecutor:
+    return make_executor()
+
+
+def test_namespaces_are_available_here():
+    support = detect_isolation(sys.executable)
+    assert support.namespaces, support.reason
+    assert any(p.endswith("site-packages") for p in support.site_paths)
+
+
+def test_metric_scores_and_options(sandbox, host_guard):
+    assert run(sandbox.run_metric(TOLERANT, "close", 1.0, 1.05, {"tolerance": 0.1})).value == 1.0
+    call = run(sandbox.run_metric(TOLERANT, "close", 1.0, 1.5, {"tolerance": 0.1}))
+    assert (call.status, call.value, call.error) == ("ok", 0.0, None)
+    numpy_metric = "import numpy as np\n\ndef mean_close(result, expected):\n    return float(np.allclose(result, expected))\n"
+    assert run(sandbox.run_metric(numpy_metric, "mean_close", [1, 2], [1, 2.0000001], {})).value == 1.0
+
+
+def test_metric_reads_artifact_files_only_from_the_artifact_roots(host_guard, tmp_path):
+    artifact = tmp_path / "result.json"
+    artifact.write_text(json.dumps({"cells": ["A1", "B2"]}))
+    code = "import json\n\ndef cells(result, expected):\n    return float(json.load(open(result))['cells'] == expected)\n"
+    executor = make_executor()
+    assert run(executor.run_metric(code, "cells", str(artifact), ["A1", "B2"], {})).value == 1.0
+    elsewhere = make_executor(artifact_roots=[str(tmp_path / "nowhere")])
+    call = run(elsewhere.run_metric(code, "cells", str(artifact), ["A1", "B2"], {}))
+    assert call.status == "crashed" and call.error.startswith("FileNotFoundError")
+    assert executor.sandbox.artifact_files({"a": [str(artifact), "/etc/passwd", "relative.txt"]}) == [str(artifact)]
+
+
+def make_home(root: Path) -> Path:
+    home = root / "desktop-home"
+    (home / "Documents").mkdir(parents=True)
+    (home / "Documents" / "report.txt").write_text("quarterly numbers")
+    private = home / "private"
+    private.mkdir()
+    (private / "notes.txt").write_text("not for judges")
+    private.chmod(0o700)
+    home.chmod(0o755)
+    return home
+
+
+GETTER = '''\
+import os
+
+
+def get_report(config):
+    state = {"cwd": os.getcwd(), "home": os.environ["HOME"], "text": open(config["path"]).read()}
+    for probe in ("private/notes.txt", "/etc/passwd"):
+        try:
+            open(probe).read()
+            state[probe] = "readable"
+        except OSError as exc:
+            state[probe] = type(exc).__name__
+    try:
+        open("Documents/new.txt", "w").write("x")
+        state["write"] = "written"
+    except OSError as exc:
+        state["write"] = exc.strerror
+    return state
+'''
+
+
+def test_local_desktop_getter_reads_the_home_read_only(host_guard, tmp_path):
+    home = make_home(tmp_path)
+    env = DesktopHandle("local-0", isolated=False, home_dir=home)
+    call = run(make_executor(validate_code=False).run_getter(GETTER, "get_report", env, {"path": "Documents/report.txt"}))
+    assert call.status == "ok", call.error
+    state = call.value
+    assert state["text"] == "quarterly numbers"
+    assert state["cwd"] == state["home"] == str(home.resolve())
+    assert state["write"] == "Read-only file system"
+    assert state["/etc/passwd"] == "FileNotFoundError"  # nothing else of the host is there
+    # As root the judge runs under a throwaway uid: a 0700 directory of the home stays closed.
+    assert state["private/notes.txt"] == ("PermissionError" if os.geteuid() == 0 else "readable")
+    assert not (home / "Documents" / "new.txt").exists()
+
+
+def test_getters_for_isolated_environments_need_the_in_environment_executor(sandbox, host_guard):
+    env = DesktopHandle("docker-3", isolated=True, home_dir=None)
+    call = run(sandbox.run_getter("def g(config):\n    return 1\n", "g", env, {}))
+    assert call.status == "crashed" and "use judge.name: in-environment" in call.error
+
+
+def test_bad_calls_are_reported_not_raised(sandbox, host_guard):
+    call = run(sandbox.run_metric(TOLERANT, "close", b"bytes", 1.0, {}))
+    assert call.status == "crashed" and "not JSON-serializable" in call.error
+    call = run(sandbox.run_metric(TOLERANT, "close; import os", 1, 1, {}))
+    assert call.status == "rejected" and "not a Python identifier" in call.error
+    call = run(sandbox.run_metric(TOLERANT, "close", 1, 1, {"bad key": 1}))
+    assert call.status == "crashed" and "identifier keys" in call.error
+    call = run(sandbox.run_metric(TOLERANT, "missing", 1, 1, {}))
+    assert call.status == "rejected" and "'missing' is not defined" in call.error
+
+
+def test_failures_score_zero_and_are_logged_with_the_task_id(sandbox, host_guard):
+    with capture_logs() as logs:
+        call = run(sandbox.run_metric("def m(result, expected):\n    return 2.0\n", "m", 1, 1, {}, task_id="task-42"))
+    assert call.status == "invalid_score"
+    judgement = judgement_from_call(call)
+    assert (judgement.score, judgement.status) == (0.0, JudgementStatus.INVALID_SCORE)
+    failures = [entry for entry in logs if entry["event"].startswith("judge call failed")]
+    assert failures and failures[0]["task_id"] == "task-42" and failures[0]["status"] == "invalid_score"
+    assert judgement_from_call(run(sandbox.run_metric(TOLERANT, "close", 1, 1, {}))).score == 1.0
+
+
+def test_cpu_limit_is_a_resource_limit(host_guard):
+    executor = make_executor(validate_code=False, wall_timeout_s=20, cpu_time_s=1)
+    code = "def burn(result, expected):\n    n = 0\n    while True:\n        n += 1\n"
+    call = run(executor.run_metric(code, "burn", 1, 1, {}))
+    assert call.status == "resource_limit" and "CPU-time limit" in call.error, call.error
+
+
+def test_concurrency_is_bounded_and_calls_overlap(host_guard):
+    sleeper = "import time\n\ndef slow(result, expected):\n    time.sleep(0.6)\n    return 1.0\n"
+    executor = make_executor(max_concurrency=2)
+
+    async def four() -> list:
+        return await asyncio.gather(*(executor.run_metric(sleeper, "slow", 1, 1, {}) for _ in range(4)))
+
+    started = time.monotonic()
+    calls = run(four())
+    elapsed = time.monotonic() - started
+    assert [c.status for c in calls] == ["ok"] * 4
+    assert elapsed >= 1.2  # two waves of two
+    assert elapsed < 4 * 0.6 + 2.0  # but not one after another plus overhead
+
+
+def test_cancelling_a_call_leaves_nothing_behind(host_guard):
+    executor = make_executor(validate_code=False, wall_timeout_s=30)
+    code = "import os\n\ndef stuck(result, expected):\n    os.fork()\n    while True:\n        pass\n"
+
+    async def cancel_soon() -> None:
+        task = asyncio.ensure_future(executor.run_metric(code, "stuck", 1, 1, {}))
+        await asyncio.sleep(1.0)
+        assert leftover_processes(), "the call should be running"
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(cancel_soon())
+
+
+def test_refuses_to_start_without_isolation_unless_allowed(tmp_path):
+    fake = tmp_path / "python-without-namespaces"
+    fake.write_text("#!/bin/sh\necho '{\"status\": \"sandbox_error\", \"error\": \"unshare: Operation not permitted\"}'\n")
+    fake.chmod(0o755)
+    with pytest.raises(SandboxUnavailable) as info:
+        SandboxExecutor(SandboxOptions(python=str(fake)))
+    assert "unshare: Operation not permitted" in str(info.value) and "allow_unisolated" in str(info.value)
+    executor = SandboxExecutor(SandboxOptions(python=str(fake), allow_unisolated=True))
+    assert executor.sandbox.isolation == "none"
+
+
+def run_unconfined(code: str, **limits: Any) -> dict:
+    """One call of the runner in isolation mode ``none`` (the unsafe fallback), straight through its protocol."""
+    with tempfile.TemporaryDirectory(prefix="scalecua-unconfined-") as workdir:
+        os.chmod(workdir, 0o711)  # the throwaway uid must reach its scratch directory
+        request = {"kind": "metric", "code": code, "function": "m", "args": [1, 1], "isolation": "none",
+                   "workdir": workdir, "cwd": workdir, "limits": {"wall_timeout_s": 3, **limits}}
+        done = subprocess.run([sys.executable, "-I", "-S", str(RUNNER)], input=json.dumps(request).encode(),
+                              capture_output=True, timeout=60)
+    return json.loads(done.stdout.decode().splitlines()[-1])
+
+
+def test_unisolated_mode_still_limits_and_cleans_up(host_guard):
+    assert run_unconfined("def m(r, e):\n    return 0.5\n")["value"] == 0.5
+    assert run_unconfined("def m(r, e):\n    while True:\n        pass\n")["status"] == "timeout"
+    if os.geteuid() == 0:  # a throwaway uid: RLIMIT_NPROC applies, root's files are closed, strays are swept
+        orphan = "import os, time\n\ndef m(r, e):\n    if os.fork() == 0:\n        os.setsid()\n        time.sleep(60)\n    return 1.0\n"
+        assert run_unconfined(orphan)["status"] == "ok"  # host_guard checks the setsid'd child was killed
+        bomb = run_unconfined("import os\n\ndef m(r, e):\n    while True:\n        os.fork()\n")
+        assert bomb["status"] == "resource_limit", bomb
+        shadow = run_unconfined("def m(r, e):\n    return len(open('/etc/shadow').read())\n")
+        assert shadow["status"] == "crashed" and shadow["error"].startswith("PermissionError")

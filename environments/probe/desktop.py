@@ -2,21 +2,25 @@
 
 Everything that touches the display goes through this module so the HTTP
 layer stays free of X details. Input is xdotool (Debian ``xdotool``); screen
-capture is ``mss`` (XShm / XGetImage) with the XFixes cursor drawn in.
+capture is ``mss`` (XShm / XGetImage) with the XFixes cursor drawn in, encoded
+to PNG with numpy + zlib.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import io
 import os
 import re
+import struct
 import subprocess
 import threading
 import time
+import zlib
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from core.types import Action, ActionType
 from environments.actions import grid_to_pixels, pixels_to_grid, xdotool_key
@@ -85,15 +89,10 @@ class Desktop:
 
     def screenshot_png(self) -> bytes:
         """The whole screen with the cursor drawn in, as PNG."""
-        from PIL import Image
-
         with self._grab_lock:
             grabber = self._grabber()
             shot = grabber.grab(grabber.monitors[0])
-        image = Image.frombytes("RGB", shot.size, shot.bgra, "raw", "BGRX")
-        buffer = io.BytesIO()
-        image.save(buffer, format="PNG", compress_level=self.png_compress_level)
-        return buffer.getvalue()
+        return encode_png(shot.bgra, shot.width, shot.height, self.png_compress_level)
 
     def cursor_position(self) -> tuple[int, int]:
         """Cursor position in pixels."""
@@ -257,6 +256,25 @@ _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 def _unescape(value: str) -> str:
     return re.sub(r"\\(.)", r"\1", value)
+
+
+def _png_chunk(tag: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+
+
+def encode_png(bgra: bytes, width: int, height: int, level: int = 1) -> bytes:
+    """An RGB PNG of a BGRA frame: no row filters, fast zlib.
+
+    About twice as fast as Pillow's encoder on screenshots (Pillow tries
+    filters per row); the bytes are a little larger, which loopback does not mind.
+    """
+    frame = np.frombuffer(bgra, np.uint8).reshape(height, width, 4)
+    rows = np.empty((height, width * 3 + 1), np.uint8)
+    rows[:, 0] = 0  # filter type "none"
+    rows[:, 1:] = frame[:, :, 2::-1].reshape(height, width * 3)
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB
+    return b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", header) + _png_chunk(
+        b"IDAT", zlib.compress(rows.tobytes(), level)) + _png_chunk(b"IEND", b"")
 
 
 def resolve_path(path: str, home: str) -> str:

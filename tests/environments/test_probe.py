@@ -47,6 +47,18 @@ def test_screenshot_is_the_screen_with_the_cursor_drawn_in(desktop: DesktopSessi
     assert first.crop(box).tobytes() != second.crop(box).tobytes()
 
 
+def test_png_encoding_is_lossless() -> None:
+    import numpy as np
+
+    from environments.probe.desktop import encode_png
+
+    rng = np.random.default_rng(0)
+    bgra = rng.integers(0, 256, size=(37, 53, 4), dtype=np.uint8)
+    image = Image.open(io.BytesIO(encode_png(bgra.tobytes(), 53, 37)))
+    assert image.mode == "RGB" and image.size == (53, 37)
+    assert np.array_equal(np.asarray(image), bgra[:, :, 2::-1])
+
+
 def test_observation_endpoints(desktop: DesktopSession) -> None:
     async def body(client: EnvironmentClient) -> tuple:
         await client.act(Action(type=ActionType.MOUSE_MOVE, x=250, y=750))

@@ -8,6 +8,7 @@ import hashlib
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -28,6 +29,16 @@ def run(coro: Any) -> Any:
 def make_executor(**options: Any) -> SandboxExecutor:
     defaults = {"wall_timeout_s": 3.0, "cpu_time_s": 3, "work_dir": WORK_DIR}
     return SandboxExecutor(SandboxOptions(**{**defaults, **options}))
+
+
+@dataclass
+class DesktopHandle:
+    """The attributes of a live environment that judge executors read (env_id, isolated, home_dir, client)."""
+
+    env_id: str
+    isolated: bool
+    home_dir: Path | None
+    client: Any = None
 
 
 def _status_field(pid: str, field: str) -> str | None:

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,17 +20,7 @@ from plugins.judges.options import SandboxOptions
 from plugins.judges.results import judgement_from_call
 from plugins.judges.sandbox import RUNNER, SandboxExecutor, SandboxUnavailable, detect_isolation
 
-from .conftest import leftover_processes, make_executor, run
-
-
-@dataclass
-class DesktopHandle:
-    """The attributes of a live environment a judge executor reads (env_id, isolated, home_dir, client)."""
-
-    env_id: str
-    isolated: bool
-    home_dir: Path | None
-    client: Any = None
+from .conftest import DesktopHandle, leftover_processes, make_executor, run
 
 
 TOLERANT = "def close(result, expected, tolerance=0.0):\n    return 1.0 if abs(result - expected) <= tolerance else 0.0\n"

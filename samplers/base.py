@@ -91,11 +91,8 @@ def restore_rng(data: Mapping[str, Any]) -> np.random.Generator:
 
 
 def pool_fingerprint(task_ids: Sequence[str]) -> str:
-    digest = hashlib.sha256()
-    for task_id in task_ids:
-        digest.update(task_id.encode("utf-8"))
-        digest.update(b"\0")
-    return digest.hexdigest()
+    """sha256 of the ids in pool order (NUL-separated: ids are names, never contain NUL)."""
+    return hashlib.sha256("\0".join(task_ids).encode("utf-8")).hexdigest()
 
 
 def round_half_up(value: float) -> int:
@@ -111,7 +108,6 @@ class PoolSampler(Sampler):
     def __init__(self) -> None:
         self._task_ids: list[str] = []
         self._index: dict[str, int] = {}
-        self._tasks: list[Task] = []
         self._rng: np.random.Generator | None = None
         self._seed = 0
         self._fingerprint = ""
@@ -125,13 +121,12 @@ class PoolSampler(Sampler):
             raise SamplerError(f"{self.kind} sampler: the task pool is empty; point tasks.paths at task JSON files "
                                "or directories that hold at least one task")
         task_ids = [task.id for task in tasks]
-        index = {task_id: position for position, task_id in enumerate(task_ids)}
+        index = dict(zip(task_ids, range(len(task_ids))))
         if len(index) != len(task_ids):
             seen: set[str] = set()
             duplicates = sorted({t for t in task_ids if t in seen or seen.add(t)})
             raise SamplerError(f"{self.kind} sampler: task ids must be unique; duplicated: {_listing(duplicates)}. "
                                "Give each task file its own 'id'")
-        self._tasks = list(tasks)
         self._task_ids = task_ids
         self._index = index
         self._seed = int(seed)
@@ -160,16 +155,20 @@ class PoolSampler(Sampler):
     # -- helpers for subclasses ----------------------------------------------------
 
     def _ids(self, positions: np.ndarray | Sequence[int]) -> list[str]:
-        return [self._task_ids[int(p)] for p in positions]
+        ids = self._task_ids
+        return [ids[p] for p in np.asarray(positions, dtype=np.int64).tolist()]
 
     def _positions(self, task_ids: Sequence[str], *, where: str) -> np.ndarray:
         """Positions of ``task_ids``; :class:`UnknownTaskError` names every id not in the pool."""
-        unknown = [t for t in task_ids if t not in self._index]
-        if unknown:
+        index = self._index
+        try:
+            return np.fromiter(map(index.__getitem__, task_ids), dtype=np.int64, count=len(task_ids))
+        except KeyError:
+            unknown = [t for t in task_ids if t not in index]
             raise UnknownTaskError(
                 f"{self.kind} sampler.{where}: {len(unknown)} task id(s) not in the pool given to setup(): "
-                f"{_listing(unknown)}. Only ids of the {self.num_tasks} tasks passed to setup() can be reported")
-        return np.fromiter((self._index[t] for t in task_ids), dtype=np.int64, count=len(task_ids))
+                f"{_listing(unknown)}. Only ids of the {self.num_tasks} tasks passed to setup() can be reported"
+            ) from None
 
     def _batch_size(self, batch_size: int, available: int) -> int:
         """The batch actually drawn: ``batch_size`` capped at the selectable pool (documented above)."""
@@ -222,7 +221,7 @@ class PoolSampler(Sampler):
         """Validated (known ids, rates in [0, 1]); samplers that use them override :meth:`_use_initial_rates`."""
         self._require_setup()
         positions = self._positions(list(pass_rates), where="set_initial_pass_rates")
-        rates = np.fromiter((float(v) for v in pass_rates.values()), dtype=np.float64, count=len(pass_rates))
+        rates = np.fromiter(pass_rates.values(), dtype=np.float64, count=len(pass_rates))
         bad = ~np.isfinite(rates) | (rates < 0) | (rates > 1)
         if bad.any():
             first = list(pass_rates)[int(np.flatnonzero(bad)[0])]
@@ -247,7 +246,7 @@ class PoolSampler(Sampler):
     def state_dict(self) -> dict[str, Any]:
         self._require_setup()
         return {"kind": self.kind, "version": STATE_VERSION, "num_tasks": self.num_tasks,
-                "pool_sha256": self._fingerprint, "seed": self._seed, "rng": rng_state(self.rng),
+                "pool_sha256": self._fingerprint, "seed": str(self._seed), "rng": rng_state(self.rng),
                 "active": encode_array(self._active), **self._extra_state()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:

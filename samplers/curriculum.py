@@ -59,6 +59,11 @@ class CurriculumOptions(BaseModel):
         "difficulty of tasks whose metadata gives none")
 
 
+def _ceil(value: float) -> int:
+    """Ceiling that ignores float noise (0.6 * 100 is 60.00000000000001)."""
+    return int(math.ceil(value - 1e-9))
+
+
 def metadata_difficulty(task: Any) -> float | str | None:
     """The task's difficulty as given in its metadata (number or label), or None."""
     metadata = getattr(task, "metadata", None) or {}
@@ -159,11 +164,10 @@ class CurriculumSampler(PoolSampler):
         progress = min(1.0, max(0, iteration) / max(1, self.options.schedule_iterations - 1))
         width = self.options.band_width
         if self.options.mode == "sliding":
-            size = max(batch, int(math.ceil(width * n)))
-            start = int(round(progress * (n - min(size, n))))
-            return start, min(n, start + size)
-        size = max(batch, int(math.ceil((width + progress * (1.0 - width)) * n)))
-        return 0, min(n, size)
+            size = min(n, max(batch, _ceil(width * n)))
+            start = int(math.floor(progress * (n - size) + 0.5))
+            return start, start + size
+        return 0, min(n, max(batch, _ceil((width + progress * (1.0 - width)) * n)))
 
     def select(self, iteration: int, batch_size: int) -> list[str]:
         self._require_setup()

@@ -91,6 +91,8 @@ class DapoSampler(UniformSampler):
 
     def top_up(self, iteration: int, needed: int, exclude: Sequence[str]) -> list[str]:
         self._require_setup()
+        if self._iteration < 0:
+            raise SamplerError("dapo sampler.top_up: no select() yet; call select() first each iteration")
         if int(iteration) != self._iteration:
             raise SamplerError(f"dapo sampler.top_up: called for iteration {iteration} but the last select() was for "
                                f"iteration {self._iteration}; call select() first each iteration")

@@ -163,6 +163,8 @@ class FrontierSampler(PoolSampler):
         return {self._task_ids[p]: float(self._ema[p]) for p in np.flatnonzero(self._active)}
 
     def weights(self) -> Mapping[str, float]:
+        if self._active.all():
+            return dict(zip(self._task_ids, np.exp(self._log_weight).tolist()))
         positions = np.flatnonzero(self._active)
         return dict(zip(self._ids(positions), np.exp(self._log_weight[positions]).tolist()))
 

@@ -1,13 +1,19 @@
 """Qwen-VL chat rendering: messages -> token ids exactly as the chat template produces them.
 
 The template is rendered with one ``<|image_pad|>`` per image and tokenized;
-each pad is then expanded into the screenshot's visual-token count. Special
-tokens are matched before BPE runs, so this equals tokenizing the text with
-the pads expanded in place, at a fraction of the cost.
+each pad is then expanded into the screenshot's visual-token count. Added
+tokens are matched before BPE runs and the text between them is tokenized
+piece by piece, so this equals tokenizing the text with the pads expanded in
+place. Segmenters re-render whole conversations every turn, so the pieces
+(message bodies) are tokenized once and cached, and the template is rendered
+with its compiled Jinja object directly rather than through
+``apply_chat_template``'s per-call conversation copying.
 """
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
 from typing import Any, Sequence
 
 from core.interfaces import ChatRenderer, Message, RenderedPrompt
@@ -51,13 +57,17 @@ class QwenVLRenderer(ChatRenderer):
         #: token ids a rollout must suppress (see :data:`SUPPRESSED_TOKENS`)
         self.suppress_ids: tuple[int, ...] = tuple(vocab[t] for t in SUPPRESSED_TOKENS if t in vocab)
         self.pad_token_id: int = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stops[-1]
+        self._template = _compiled_template(tokenizer)
+        self._template_vars = dict(getattr(tokenizer, "special_tokens_map", {}) or {})
+        self._added_ids, self._added_split = _added_token_splitter(tokenizer)
+        self._encode_piece = lru_cache(maxsize=16384)(self._encode_piece_uncached)
 
     # -- ChatRenderer ---------------------------------------------------------------
 
     def render(self, messages: Sequence[Message], *, add_generation_prompt: bool) -> RenderedPrompt:
         text = self.render_text(messages, add_generation_prompt=add_generation_prompt)
         images = [part for m in messages for part in m.content if isinstance(part, Screenshot)]
-        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        ids = self.encode_template_text(text)
         return RenderedPrompt(ids=self.expand_image_pads(ids, images), images=images)
 
     def image_tokens(self, screenshot: Screenshot) -> int:
@@ -74,29 +84,56 @@ class QwenVLRenderer(ChatRenderer):
     def render_text(self, messages: Sequence[Message], *, add_generation_prompt: bool) -> str:
         """The chat template's text with one ``<|image_pad|>`` per image."""
         conversation = [to_hf_message(m) for m in messages]
-        return self.tokenizer.apply_chat_template(
-            conversation, tokenize=False, add_generation_prompt=add_generation_prompt
+        if self._template is None:
+            return self.tokenizer.apply_chat_template(
+                conversation, tokenize=False, add_generation_prompt=add_generation_prompt
+            )
+        return self._template.render(
+            messages=conversation,
+            tools=None,
+            documents=None,
+            add_generation_prompt=add_generation_prompt,
+            **self._template_vars,
         )
+
+    def encode_template_text(self, text: str) -> list[int]:
+        """``tokenizer.encode(text)``, tokenizing the pieces between added tokens once each (cached)."""
+        if self._added_split is None:
+            return list(self.tokenizer.encode(text, add_special_tokens=False))
+        ids: list[int] = []
+        for index, piece in enumerate(self._added_split.split(text)):
+            if index % 2:  # the capture group: an added token
+                ids.append(self._added_ids[piece])
+            elif piece:
+                ids.extend(self._encode_piece(piece))
+        return ids
+
+    def _encode_piece_uncached(self, piece: str) -> tuple[int, ...]:
+        return tuple(self.tokenizer.encode(piece, add_special_tokens=False))
 
     def expand_image_pads(self, ids: Sequence[int], images: Sequence[Screenshot]) -> list[int]:
         """Replace the i-th ``<|image_pad|>`` with ``image_tokens(images[i])`` pads."""
+        ids = list(ids)
+        pad = self.image_pad_id
         out: list[int] = []
-        image_index = 0
-        for token in ids:
-            if token != self.image_pad_id:
-                out.append(token)
-                continue
-            if image_index >= len(images):
+        start = 0
+        for count, image in enumerate(images):
+            try:
+                at = ids.index(pad, start)  # C-speed search: conversations hold tens of thousands of ids
+            except ValueError:
                 raise RenderError(
-                    f"the chat template emitted more image placeholders than the {len(images)} images given"
-                )
-            out.extend([token] * self.image_tokens(images[image_index]))
-            image_index += 1
-        if image_index != len(images):
+                    f"the chat template emitted {count} image placeholders for {len(images)} images: "
+                    "does the template render {'type': 'image'} content items?"
+                ) from None
+            out.extend(ids[start:at])
+            out.extend([pad] * self.image_tokens(image))
+            start = at + 1
+        rest = ids[start:]
+        if pad in rest:
             raise RenderError(
-                f"the chat template emitted {image_index} image placeholders for {len(images)} images: "
-                "does the template render {'type': 'image'} content items?"
+                f"the chat template emitted more image placeholders than the {len(images)} images given"
             )
+        out.extend(rest)
         return out
 
     def image_pad_runs(self, ids: Sequence[int]) -> list[tuple[int, int]]:
@@ -131,6 +168,30 @@ def to_hf_message(message: Message) -> dict[str, Any]:
         else:
             raise RenderError(f"message content must be str or Screenshot, got {type(part).__name__}")
     return {"role": message.role, "content": content}
+
+
+def _compiled_template(tokenizer: Any) -> Any:
+    """The tokenizer's chat template compiled the way transformers compiles it (None: use apply_chat_template)."""
+    try:
+        from transformers.utils.chat_template_utils import _compile_jinja_template
+    except ImportError:  # private helper moved: fall back to the public (slower) path
+        return None
+    if not isinstance(tokenizer.chat_template, str):
+        return None
+    return _compile_jinja_template(tokenizer.chat_template)
+
+
+def _added_token_splitter(tokenizer: Any) -> tuple[dict[str, int], re.Pattern[str] | None]:
+    """A regex splitting text at added tokens, when the tokenizer splits there too (plain, non-normalized tokens)."""
+    decoder = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    plain = all(
+        not (t.normalized or t.lstrip or t.rstrip or t.single_word) for t in decoder.values()
+    )
+    if not decoder or not plain:
+        return {}, None
+    ids = {token.content: index for index, token in decoder.items()}
+    alternatives = "|".join(re.escape(t) for t in sorted(ids, key=len, reverse=True))
+    return ids, re.compile(f"({alternatives})")
 
 
 def _token_id(vocab: dict[str, int], token: str) -> int:

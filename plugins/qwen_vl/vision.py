@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
@@ -109,11 +110,7 @@ class ImageProcessor:
 
     def resized_size(self, width: int, height: int) -> tuple[int, int]:
         """(width, height) the processor resizes an image to."""
-        from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
-
-        s = self.settings
-        h, w = smart_resize(height, width, factor=s.factor, min_pixels=s.min_pixels, max_pixels=s.max_pixels)
-        return w, h
+        return _resized_size(self.settings, width, height)
 
     def image_token_count(self, screenshot: Screenshot) -> int:
         """Visual tokens (``<|image_pad|>`` placeholders) the screenshot becomes in the language model."""
@@ -129,3 +126,13 @@ class ImageProcessor:
             return torch.zeros((0, channels)), torch.zeros((0, 3), dtype=torch.long)
         out = self._hf(images=[s.to_pil() for s in screenshots], return_tensors="pt")
         return out["pixel_values"], out["image_grid_thw"]
+
+
+@lru_cache(maxsize=4096)
+def _resized_size(settings: VisionSettings, width: int, height: int) -> tuple[int, int]:
+    # Cached: renderers ask for every screenshot of a conversation on every render.
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
+
+    s = settings
+    h, w = smart_resize(height, width, factor=s.factor, min_pixels=s.min_pixels, max_pixels=s.max_pixels)
+    return w, h

@@ -103,6 +103,8 @@ def pyatspi_python() -> str | None:
 
 
 def unavailable_reason(env: Mapping[str, str]) -> str | None:
+    if env.get("NO_AT_BRIDGE") == "1":
+        return "accessibility is off for this desktop (NO_AT_BRIDGE=1): start it with accessibility on"
     if not env.get("DBUS_SESSION_BUS_ADDRESS"):
         return "no D-Bus session bus (DBUS_SESSION_BUS_ADDRESS is unset): start the desktop with accessibility on"
     if shutil.which("at-spi-bus-launcher") is None and not os.path.exists("/usr/libexec/at-spi-bus-launcher"):

@@ -84,6 +84,10 @@ class Gate:
                 self._exclusive = False
                 self._cond.notify_all()
 
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
     def pause(self) -> None:
         with self._cond:
             self.paused = True
@@ -162,10 +166,11 @@ class _Handler(BaseHTTPRequestHandler):
         app = self.server_app
         url = urlsplit(self.path)
         try:
+            if url.path != "/health" and app.api_key is not None and not self._authorized(app.api_key):
+                self.close_connection = True  # the unread body must not be taken for the next request
+                raise BadRequest("missing or wrong API key: send 'Authorization: Bearer <key>'", status=401)
             body = self._read_body() if method == "POST" else None
             route = app.routes.find(method, url.path)
-            if url.path != "/health" and app.api_key is not None and not self._authorized(app.api_key):
-                raise BadRequest("missing or wrong API key: send 'Authorization: Bearer <key>'", status=401)
             query = {k: v[-1] for k, v in parse_qs(url.query).items()}
             status, payload = route(body, query)
         except BadRequest as exc:
@@ -200,11 +205,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, payload: Any) -> None:
         data = b"" if payload is None else json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (its timeout); nothing to tell it
+            self.close_connection = True
+            log.info("client went away before the answer", path=self.path, status=status)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         log.debug("http", client=self.client_address[0], line=format % args)
@@ -224,12 +233,18 @@ def build_engine(args: argparse.Namespace) -> tuple[RolloutEngine, PolicyModel, 
     """The policy model and rollout engine the command line asks for, through the registries."""
     from core.pluginmanager import load_plugins
 
-    engine_options: dict[str, Any] = json.loads(args.engine_options) if args.engine_options else {}
+    try:
+        engine_options: dict[str, Any] = json.loads(args.engine_options) if args.engine_options else {}
+    except ValueError as exc:
+        raise ConfigError([f"--engine-options is not JSON: {exc}"]) from None
     if args.config:
         from core.config import load_config
 
         resolved, plugins = load_config(args.config, args.overrides, required=("model",))
-        model = resolved.create("model", plugins, run_dir=None)
+        try:
+            model = resolved.create("model", plugins, run_dir=None)
+        except (OSError, ValueError) as exc:
+            raise ConfigError([f"model: {exc}"]) from None
         rollout = resolved.config.rollout
         if rollout is not None and rollout.name == args.engine and not args.engine_options:
             engine_options = dict(rollout.options or {})
@@ -238,9 +253,15 @@ def build_engine(args: argparse.Namespace) -> tuple[RolloutEngine, PolicyModel, 
         if args.overrides:
             raise ConfigError([f"KEY=VALUE overrides ({' '.join(args.overrides)}) need --config"])
         plugins = load_plugins()
-        model = plugins.registry("model").create(args.family, {"path": args.model})
+        try:
+            model = plugins.registry("model").create(args.family, {"path": args.model})
+        except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+            raise ConfigError([f"--model {args.model}: {exc}"]) from None
         name = args.served_model_name or args.model
-    engine = plugins.registry("rollout_engine").create(args.engine, engine_options, model=model, seed=args.seed)
+    try:
+        engine = plugins.registry("rollout_engine").create(args.engine, engine_options, model=model, seed=args.seed)
+    except (OSError, ValueError) as exc:
+        raise ConfigError([f"--engine {args.engine}: {exc}"]) from None
     return engine, model, name
 
 

@@ -199,10 +199,13 @@ class Routes:
             raise BadRequest("Missing 'update_info' in request body", param="update_info")
         return self.app.weights.update(_protocol(UpdateInfo.parse, raw))
 
-    @staticmethod
-    def _object(body: Any) -> dict[str, Any]:
+    def _object(self, body: Any) -> dict[str, Any]:
         if not isinstance(body, dict):
             raise BadRequest("the request body must be a JSON object")
+        model = body.get("model")
+        if model is not None and model != self.app.model_name:
+            raise BadRequest(f"The model `{model}` does not exist; this server serves `{self.app.model_name}`",
+                             status=404, param="model")
         return body
 
 

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field

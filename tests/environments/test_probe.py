@@ -305,11 +305,19 @@ def events_after(log, mark: int) -> list[tuple[str, dict]]:  # type: ignore[no-u
     return events
 
 
-def perform(desktop: DesktopSession, log, action: Action, settle: float = 0.3) -> list[tuple[str, dict]]:  # type: ignore[no-untyped-def]
+def perform(desktop: DesktopSession, log, action: Action, quiet_s: float = 0.3) -> list[tuple[str, dict]]:  # type: ignore[no-untyped-def]
+    """Run the action, then wait until xev has logged nothing new for ``quiet_s`` (at most 10 s)."""
     mark = len(log.read_text())
     result = desktop.run(lambda client: client.act(action))
     assert result["status"] == "ok"
-    time.sleep(settle)
+    size, quiet_since, deadline = -1, time.monotonic(), time.monotonic() + 10
+    while time.monotonic() < deadline:
+        now = len(log.read_text())
+        if now != size:
+            size, quiet_since = now, time.monotonic()
+        elif time.monotonic() - quiet_since >= quiet_s and now > mark:
+            break
+        time.sleep(0.05)
     return events_after(log, mark)
 
 

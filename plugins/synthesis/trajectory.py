@@ -70,7 +70,10 @@ class TrajectoryProposer(Proposer):
         self.options = options
         self.rollouts = load_rollouts(_resolve(options.rollouts, base_dir))
         self.rates = pass_rates(self.rollouts, _resolve(options.pass_rates, base_dir) if options.pass_rates else None)
-        self.tasks = {t.id: t for t in load_tasks(options.tasks, base_dir=base_dir)}
+        from environments.tasks import resolve_placeholders
+
+        # derived tasks keep their parents' files: {TASK_ASSETS} becomes the parents' absolute asset directory
+        self.tasks = {t.id: resolve_placeholders(t) for t in load_tasks(options.tasks, base_dir=base_dir)}
         self.knowledge = KnowledgeBase.load(options.knowledge_dirs)
         self.client = LLMClient(options, role="proposer", environ=environ)
         unknown = sorted({r.task_id for r in self.rollouts} - set(self.tasks))

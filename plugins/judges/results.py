@@ -58,9 +58,15 @@ def finish_metric(call: JudgeCall) -> JudgeCall:
 
 
 def log_outcome(call: JudgeCall, *, kind: str, function: str, task_id: str | None, executor: str) -> JudgeCall:
-    """Failures are logged with the task id (they score 0); successes at debug level."""
-    fields = dict(task_id=task_id, kind=kind, function=function, executor=executor, status=call.status,
+    """Failures are logged with the task id (they score 0); successes at debug level.
+
+    The task id is ``task_id`` when given, else whatever the caller bound with
+    :func:`core.logs.bind` (the training loop binds each episode's task id).
+    """
+    fields = dict(kind=kind, function=function, executor=executor, status=call.status,
                   duration_s=round(call.duration_s, 4))
+    if task_id is not None:  # else keep a task_id the caller bound through structlog's contextvars
+        fields["task_id"] = task_id
     if call.status == OK:
         log.debug("judge call ok", **fields)
     else:

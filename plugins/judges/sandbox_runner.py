@@ -477,7 +477,7 @@ def supervise_namespaces(request: dict) -> dict:
     try:
         first = up.read_until(started + 10.0)
         if first != "R":
-            return _setup_failure(first, pid_a)
+            return _setup_failure(first)
         try:
             if not request["host_is_root"]:
                 _write_file(f"/proc/{pid_a}/setgroups", "deny")
@@ -490,7 +490,7 @@ def supervise_namespaces(request: dict) -> dict:
         os.write(go_w, b"G")
         line = up.read_until(started + 10.0)
         if not line.startswith("P"):
-            return _setup_failure(line, pid_a)
+            return _setup_failure(line)
         pid_b = int(line[1:])
         watch = Watch(result_r, output_r, limits)
         deadline = time.monotonic() + float(limits["wall_timeout_s"])
@@ -516,7 +516,7 @@ def supervise_namespaces(request: dict) -> dict:
                 pass
 
 
-def _setup_failure(line: str, pid_a: int) -> dict:
+def _setup_failure(line: str) -> dict:
     reason = line[1:] if line.startswith("E") else (line or "no answer from the sandbox process")
     return {"status": "sandbox_error", "error": f"sandbox setup failed: {reason}"}
 

@@ -202,3 +202,15 @@ def test_unisolated_mode_still_limits_and_cleans_up(host_guard):
         assert bomb["status"] == "resource_limit", bomb
         shadow = run_unconfined("def m(r, e):\n    return len(open('/etc/shadow').read())\n")
         assert shadow["status"] == "crashed" and shadow["error"].startswith("PermissionError")
+
+
+def test_a_task_id_bound_by_the_caller_is_kept_in_the_log(sandbox, host_guard):
+    import structlog
+
+    structlog.contextvars.bind_contextvars(task_id="bound-7")
+    try:
+        with capture_logs(processors=[structlog.contextvars.merge_contextvars]) as logs:
+            run(sandbox.run_metric("def m(result, expected):\n    return -1\n", "m", 1, 1, {}))
+    finally:
+        structlog.contextvars.unbind_contextvars("task_id")
+    assert [e["task_id"] for e in logs if e["event"].startswith("judge call failed")] == ["bound-7"]

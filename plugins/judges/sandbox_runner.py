@@ -1,8 +1,15 @@
-"""Supervisor for ONE sandboxed judge call, run as ``python -I sandbox_runner.py`` (stdlib only).
+"""Supervisor for ONE sandboxed judge call, run as ``python -I -S sandbox_runner.py`` (stdlib only).
 
-The host writes one JSON request on stdin; this process confines the judge in
-a child, watches it, and prints one JSON report line on stdout. Results come
-back as JSON through a pipe, never through ``eval``.
+The host (:mod:`plugins.judges.sandbox`) writes one JSON request on stdin
+(``kind``, ``code``, ``function``, ``args``, ``kwargs``, ``limits``,
+``isolation``, ``workdir``, ``read_only`` paths, ``site_paths``, optional
+``home``); this process confines the judge in a child, watches it, and
+prints one JSON report line (``status``, ``value`` or ``error``, the head of
+the judge's output) on stdout. Results come back as JSON through a pipe,
+never through ``eval``. ``-S`` skips ``site`` (a third of the start-up
+time); the judge gets the interpreter's site-packages from ``site_paths``.
+The file is standalone on purpose, which is why it is longer than a module
+would be: it runs before, and outside, anything of the project.
 
 Isolation ``namespaces`` (the default wherever the kernel allows it)::
 
@@ -30,8 +37,12 @@ clean environment; as root it also runs under a fresh unprivileged uid,
 which makes RLIMIT_NPROC effective and lets the supervisor kill every
 process of that uid afterwards. No network or filesystem isolation.
 
+RLIMIT_NPROC counts per (user namespace, uid) on Linux >= 5.14, so the limit
+holds for each call separately even when every call maps the same uid.
+
 ``python -I sandbox_runner.py --probe`` runs a trivial judge with namespace
-isolation and reports whether it worked (used to detect support at startup).
+isolation and reports whether it worked, plus the interpreter's
+site-packages (used to detect support at startup).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ import structlog
 
 from core import logs
 from core.cli import main_guard
-from core.errors import ScaleCUAError
+from core.errors import EnvironmentFailure, ScaleCUAError
 from core.interfaces import EnvironmentBackend
 from core.pluginmanager import Plugins, load_plugins
 from core.tasks import load_tasks
@@ -51,6 +51,8 @@ class TaskCheck:
     status_after: str | None = None
     error: str | None = None
     env_id: str | None = None
+    #: environment failures (setup crashed, desktop died) retried on a fresh desktop
+    env_retries: int = 0
     timings: dict[str, float] = field(default_factory=dict)
 
 
@@ -72,16 +74,16 @@ def oracle_of(task: Task) -> list[Action]:
     return [Action.model_validate(a) for a in raw]
 
 
-async def check_task(backend: EnvironmentBackend, plugins: Plugins, task: Task) -> TaskCheck:
-    result = TaskCheck(task.id, task.domain)
+async def _check_once(backend: EnvironmentBackend, plugins: Plugins, task: Task, result: TaskCheck) -> None:
+    """One attempt; raises only for environment failures (the caller retries those on a fresh desktop)."""
     getters, metrics = plugins.registry("getter"), plugins.registry("metric")
+    actions = oracle_of(task)
     started = time.monotonic()
     env = await backend.acquire()
     result.env_id = env.env_id
     result.timings["acquire_s"] = round(time.monotonic() - started, 2)
-    discard = False
+    discard = True
     try:
-        actions = oracle_of(task)
         t0 = time.monotonic()
         await env.reset(task)
         t1 = time.monotonic()
@@ -93,23 +95,46 @@ async def check_task(backend: EnvironmentBackend, plugins: Plugins, task: Task) 
         after = await backend.evaluate(env, task, executor=None, getters=getters, metrics=metrics,
                                        last_action=actions[-1])
         t4 = time.monotonic()
-        result.timings.update(reset_s=round(t1 - t0, 2), judge_before_s=round(t2 - t1, 2),
-                              oracle_s=round(t3 - t2, 2), judge_after_s=round(t4 - t3, 2))
-        result.score_before, result.status_before = before.score, before.status.value
-        result.score_after, result.status_after = after.score, after.status.value
-        problems = []
-        if not (before.status.value == "ok" and before.score == 0.0):
-            problems.append(f"before the oracle: score {before.score} ({before.status.value}) {before.error or ''}")
-        if not after.success:
-            problems.append(f"after the oracle: score {after.score} ({after.status.value}) {after.error or ''} "
-                            f"{after.details.get('metrics')}")
-        result.ok = not problems
-        result.error = "; ".join(p.strip() for p in problems) or None
-    except Exception as exc:  # one broken task must not hide the others' results
-        discard = True
-        result.error = f"{type(exc).__name__}: {exc}"
+        discard = False
     finally:
         await backend.release(env, discard=discard)
+    result.timings.update(reset_s=round(t1 - t0, 2), judge_before_s=round(t2 - t1, 2),
+                          oracle_s=round(t3 - t2, 2), judge_after_s=round(t4 - t3, 2))
+    result.score_before, result.status_before = before.score, before.status.value
+    result.score_after, result.status_after = after.score, after.status.value
+    problems = []
+    if not (before.status.value == "ok" and before.score == 0.0):
+        problems.append(f"before the oracle: score {before.score} ({before.status.value}) {before.error or ''}")
+    if not after.success:
+        problems.append(f"after the oracle: score {after.score} ({after.status.value}) {after.error or ''} "
+                        f"{after.details.get('metrics')}")
+    result.ok = not problems
+    result.error = "; ".join(p.strip() for p in problems) or None
+
+
+async def check_task(backend: EnvironmentBackend, plugins: Plugins, task: Task, *, env_retries: int = 1) -> TaskCheck:
+    """Reset, judge (expect 0), run the oracle, judge (expect 1). Never raises: problems land in the result."""
+    result = TaskCheck(task.id, task.domain)
+    started = time.monotonic()
+    for attempt in range(env_retries + 1):
+        try:
+            await _check_once(backend, plugins, task, result)
+            break
+        except ScaleCUAError as exc:
+            if not isinstance(exc, EnvironmentFailure):  # a bad task (no oracle, broken setup): retrying cannot help
+                result.error = f"{type(exc).__name__}: {exc}"
+                break
+            result.error = f"{type(exc).__name__}: {exc}"
+            if attempt < env_retries:
+                result.env_retries += 1
+                log.warning("environment failure; retrying the task on a fresh desktop", task_id=task.id,
+                            error=result.error)
+        except Exception as exc:  # the desktop failed; like the training loop, retry on a fresh one
+            result.error = f"{type(exc).__name__}: {exc}"
+            if attempt < env_retries:
+                result.env_retries += 1
+                log.warning("environment failure; retrying the task on a fresh desktop", task_id=task.id,
+                            error=result.error)
     result.timings["total_s"] = round(time.monotonic() - started, 2)
     log.info("task checked", task_id=task.id, ok=result.ok, error=result.error, **result.timings)
     return result

@@ -46,8 +46,8 @@ class SandboxOptions(SandboxLimits):
     max_concurrency: int = Field(8, ge=1, le=256, description="sandboxed calls running at once per executor")
     artifact_roots: list[str] | None = Field(
         None,
-        description="host directories whose files a metric may receive as artifacts (bound read-only); "
-        "default: the system temporary directory, where evaluations put fetched files",
+        description="host directories (glob patterns allowed) whose files a metric may receive as artifacts, "
+        "bound read-only; default: the evaluations' cache directories, <tmp>/scalecua-judge-*",
     )
     work_dir: str | None = Field(None, description="where per-call mount points live (default: system temp dir)")
     python: str | None = Field(None, description="interpreter for the sandbox (default: the running one)")

@@ -1,9 +1,12 @@
 """The ``sandbox`` judge executor: generated judge code runs confined, one process per call, on this host.
 
-Every call starts ``python -I sandbox_runner.py`` (see that module for how the
-judge is confined), sends it the code and arguments as JSON on stdin and
+Every call starts ``python -I -S sandbox_runner.py`` (see that module for how
+the judge is confined), sends it the code and arguments as JSON on stdin and
 reads one JSON report back. Metrics run with nothing of the host visible but
-the Python installation and the artifact files they are given (read-only).
+the Python installation and the artifact files they are given: strings in
+``result``/``expected`` naming files under ``artifact_roots`` (by default the
+evaluations' caches, ``<tmp>/scalecua-judge-*``, where built-in getters such
+as ``vm_file`` put what they fetch) are bound read-only at the same path.
 Getters run the same way with the environment's home directory bound
 read-only as their cwd and HOME; this executor serves environments whose
 desktop shares this host (``env.isolated`` False, ``env.home_dir`` set).
@@ -23,6 +26,8 @@ writes with umask 022 are readable; 0700 directories are not).
 from __future__ import annotations
 
 import asyncio
+import fnmatch
+import glob
 import json
 import os
 import shutil
@@ -121,8 +126,11 @@ class HostSandbox:
                 f"or set judge.options.allow_unisolated: true to run judges without network and filesystem "
                 f"isolation (unsafe)."
             )
-        roots = options.artifact_roots if options.artifact_roots is not None else [tempfile.gettempdir()]
-        self.artifact_roots = [os.path.realpath(r) for r in roots]
+        if options.artifact_roots is None:  # where evaluations cache the files built-in getters fetch
+            roots = [os.path.join(os.path.realpath(tempfile.gettempdir()), "scalecua-judge-*")]
+        else:
+            roots = [r if glob.has_magic(r) else os.path.realpath(r) for r in options.artifact_roots]
+        self.artifact_roots = roots
         self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
@@ -143,7 +151,8 @@ class HostSandbox:
             real = os.path.realpath(text)
             if real != os.path.normpath(text) or not os.path.isfile(real):
                 continue  # symlinks and non-files are not artifacts
-            if any(real.startswith(root.rstrip("/") + "/") for root in self.artifact_roots):
+            ancestors = [str(p) for p in Path(real).parents]
+            if any(fnmatch.fnmatchcase(a, root.rstrip("/")) for root in self.artifact_roots for a in ancestors):
                 found.append(real)
         return found
 

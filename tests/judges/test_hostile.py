@@ -142,6 +142,7 @@ def test_deleting_files_outside_scratch_changes_nothing(executor, host_guard, tm
         "    return float(removed)\n"
     )
     # The canary is passed as the artifact, so it is bound read-only inside: deletion fails with EROFS.
+    executor = make_executor(validate_code=False, artifact_roots=[str(tmp_path)])
     call = run(executor.run_metric(code, "metric", str(canary), None, {}))
     assert (call.status, call.value) == ("ok", 0.0), call.error
     assert canary.read_text() == "still here"

@@ -49,12 +49,18 @@ def test_metric_reads_artifact_files_only_from_the_artifact_roots(host_guard, tm
     artifact = tmp_path / "result.json"
     artifact.write_text(json.dumps({"cells": ["A1", "B2"]}))
     code = "import json\n\ndef cells(result, expected):\n    return float(json.load(open(result))['cells'] == expected)\n"
-    executor = make_executor()
+    executor = make_executor(artifact_roots=[str(tmp_path)])
     assert run(executor.run_metric(code, "cells", str(artifact), ["A1", "B2"], {})).value == 1.0
-    elsewhere = make_executor(artifact_roots=[str(tmp_path / "nowhere")])
-    call = run(elsewhere.run_metric(code, "cells", str(artifact), ["A1", "B2"], {}))
-    assert call.status == "crashed" and call.error.startswith("FileNotFoundError")
     assert executor.sandbox.artifact_files({"a": [str(artifact), "/etc/passwd", "relative.txt"]}) == [str(artifact)]
+    # By default only evaluation caches (<tmp>/scalecua-judge-*) hold artifacts.
+    default = make_executor()
+    call = run(default.run_metric(code, "cells", str(artifact), ["A1", "B2"], {}))
+    assert call.status == "crashed" and call.error.startswith("FileNotFoundError")
+    with tempfile.TemporaryDirectory(prefix="scalecua-judge-") as cache:
+        fetched = Path(cache) / "sub" / "result.json"
+        fetched.parent.mkdir()
+        fetched.write_text(artifact.read_text())
+        assert run(default.run_metric(code, "cells", str(fetched), ["A1", "B2"], {})).value == 1.0
 
 
 def make_home(root: Path) -> Path:

@@ -36,7 +36,11 @@ TIMEOUT = JudgementStatus.TIMEOUT.value
 
 #: the wrapper the environment runs; %-formatted with JSON-in-repr literals, so any code/config is safe to embed
 GETTER_SCRIPT = """\
-import json, os, resource, signal, traceback
+import json, os, signal, traceback
+try:
+    import resource
+except ImportError:  # Windows desktops: no rlimits, the run_python time limit still applies
+    resource = None
 
 def _scalecua_run():
     code = json.loads(%(code)s)
@@ -56,7 +60,8 @@ def _scalecua_run():
             resource.setrlimit(getattr(resource, name), (value, value))
         except (AttributeError, ValueError, OSError):
             pass
-    signal.alarm(%(alarm_s)d)
+    if hasattr(signal, "alarm"):
+        signal.alarm(%(alarm_s)d)
     namespace = {"__name__": "scalecua_judge"}
     try:
         exec(compile(code, "<judge>", "exec"), namespace)

@@ -19,7 +19,8 @@ def match_value(value: Any, rule: Mapping[str, Any]) -> bool:
     ref = rule.get("ref")
     if method in _COMPARE:
         if method in ("eq", "ne"):
-            return bool(_COMPARE[method](_normalize(value), _normalize(ref)))
+            equal = isinstance(value, bool) == isinstance(ref, bool) and _normalize(value) == _normalize(ref)
+            return equal if method == "eq" else not equal
         try:
             return bool(_COMPARE[method](value, ref))
         except TypeError:

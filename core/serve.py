@@ -107,7 +107,7 @@ class EngineServer:
                  request_timeout_s: float = 3600.0, weight_timeout_s: float = 600.0) -> None:
         self.engine = engine
         self.renderer = model.renderer()
-        self.vocab_size = vocab_size(model, self.renderer)
+        self.vocab_size = proto.vocab_size(model, self.renderer)
         self.banned_ids = tuple(getattr(engine, "suppress_ids", ()))
         self.model_name = served_model_name
         self.api_key = api_key
@@ -217,16 +217,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         log.debug("http", client=self.client_address[0], line=format % args)
-
-
-def vocab_size(model: PolicyModel, renderer: Any) -> int:
-    """Rows of the model's output embedding when its config says, else the tokenizer's size."""
-    config = model.hf_config() if hasattr(model, "hf_config") else None
-    size = getattr(getattr(config, "text_config", config), "vocab_size", None)
-    if isinstance(size, int):
-        return size
-    tokenizer = getattr(renderer, "tokenizer", None)
-    return len(tokenizer) if tokenizer is not None else sys.maxsize
 
 
 def build_engine(args: argparse.Namespace) -> tuple[RolloutEngine, PolicyModel, str]:

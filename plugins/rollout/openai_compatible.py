@@ -38,8 +38,6 @@ Weight updates use vLLM's weight-transfer HTTP protocol
 from __future__ import annotations
 
 import asyncio
-import base64
-import os
 import random
 from collections import OrderedDict
 from typing import Any, Iterable, Literal, Sequence
@@ -47,26 +45,25 @@ from typing import Any, Iterable, Literal, Sequence
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.errors import ScaleCUAError
 from core.interfaces import Generation, GenerationRequest, PolicyModel, RolloutEngine
+from core.serve_protocol import pad_runs, vocab_size
 from core.types import Screenshot
+from plugins.rollout.openai_wire import (
+    PromptMismatchError,
+    RemoteEngineError,
+    api_key_from_env,
+    data_url,
+    error_reason,
+    first_choice,
+    image_features,
+    json_object,
+    passthrough_template,
+)
 from plugins.rollout.remote_weights import RemoteWeightSync, WeightSyncError, WeightTransferOptions
 
 log = structlog.get_logger(__name__)
 
-_RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
-
-
-class RemoteEngineError(ScaleCUAError):
-    """The server refused or failed a request; the message holds its reason."""
-
-    def __init__(self, message: str, *, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class PromptMismatchError(RemoteEngineError):
-    """The server's prompt token ids differ from the segmenter's: the rollout would train on a different context."""
+_RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
 
 
 class OpenAICompatibleOptions(BaseModel):
@@ -100,11 +97,11 @@ class OpenAICompatibleEngine(RolloutEngine):
         self.options = options
         self.renderer = model.renderer()
         self.base_url = options.base_url.rstrip("/")
-        self.api_key = _api_key(options.api_key_env)
-        vocab = _vocab_size(model, self.renderer)
+        self.api_key = api_key_from_env(options.api_key_env)
+        vocab = vocab_size(model, self.renderer)
         suppressed = policy_suppressed_ids(self.renderer, vocab) if options.suppress_special_tokens else []
         self.logit_bias = {str(i): -100.0 for i in suppressed}
-        self._image_features: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._image_cache: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._semaphore: asyncio.Semaphore | None = None
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
@@ -117,7 +114,7 @@ class OpenAICompatibleEngine(RolloutEngine):
     # -- RolloutEngine ----------------------------------------------------------------
 
     async def generate(self, request: GenerationRequest) -> Generation:
-        runs = _pad_runs(request.prompt_ids, self.renderer.image_pad_id)
+        runs = pad_runs(request.prompt_ids, self.renderer.image_pad_id)
         if len(runs) != len(request.images):
             raise ValueError(f"prompt holds {len(runs)} image placeholder runs but {len(request.images)} images")
         api = self.options.prompt_api
@@ -149,7 +146,7 @@ class OpenAICompatibleEngine(RolloutEngine):
         body = {**self._sampling(request), "model": await self._model(client), "prompt": list(request.prompt_ids),
                 "max_tokens": request.max_new_tokens, "logprobs": 0, "echo": False}
         data = await self._post(client, "/v1/completions", body)
-        choice = _first_choice(data, "/v1/completions")
+        choice = first_choice(data, "/v1/completions")
         self._check_prompt(choice.get("prompt_token_ids"), request.prompt_ids, "/v1/completions")
         logprobs = (choice.get("logprobs") or {}).get("token_logprobs")
         return self._generation(choice, logprobs, request, "/v1/completions")
@@ -163,7 +160,7 @@ class OpenAICompatibleEngine(RolloutEngine):
         if features is not None:
             body["features"] = features
         data = await self._post(client, "/inference/v1/generate", body)
-        choice = _first_choice(data, "/inference/v1/generate")
+        choice = first_choice(data, "/inference/v1/generate")
         content = (choice.get("logprobs") or {}).get("content")
         logprobs = None if content is None else [entry.get("logprob") for entry in content]
         return self._generation(choice, logprobs, request, "/inference/v1/generate")
@@ -181,7 +178,7 @@ class OpenAICompatibleEngine(RolloutEngine):
             if text_ids:
                 parts.append({"type": "text", "text": self.renderer.decode(text_ids)})
                 text_ids = []
-            parts.append({"type": "image_url", "image_url": {"url": _data_url(next(images))}})
+            parts.append({"type": "image_url", "image_url": {"url": data_url(next(images))}})
         if text_ids:
             parts.append({"type": "text", "text": self.renderer.decode(text_ids)})
         body = {**self._sampling(request), "model": await self._model(client),
@@ -189,7 +186,7 @@ class OpenAICompatibleEngine(RolloutEngine):
                 "add_generation_prompt": False, "add_special_tokens": False,
                 "max_completion_tokens": request.max_new_tokens, "logprobs": True, "top_logprobs": 0}
         data = await self._post(client, "/v1/chat/completions", body)
-        choice = _first_choice(data, "/v1/chat/completions")
+        choice = first_choice(data, "/v1/chat/completions")
         self._check_prompt(data.get("prompt_token_ids"), request.prompt_ids, "/v1/chat/completions")
         content = (choice.get("logprobs") or {}).get("content")
         logprobs = None if content is None else [entry.get("logprob") for entry in content]
@@ -213,18 +210,20 @@ class OpenAICompatibleEngine(RolloutEngine):
         """vLLM multimodal features for ``images``, placed on our pad runs (render once per new image)."""
         if not images:
             return None
-        new = list({img.digest: img for img in images if img.digest not in self._image_features}.values())
+        # take what is cached now: concurrent requests may evict entries while this one awaits the render
+        known = {img.digest: self._image_cache[img.digest] for img in images if img.digest in self._image_cache}
+        new = list({img.digest: img for img in images if img.digest not in known}.values())
         if new:
-            content = [{"type": "image_url", "image_url": {"url": _data_url(img)}} for img in new]
+            content = [{"type": "image_url", "image_url": {"url": data_url(img)}} for img in new]
             data = await self._post(client, "/v1/chat/completions/render",
                                     {"model": model, "messages": [{"role": "user", "content": content}]})
-            rendered = _image_features(data, len(new))
-            for img, item in zip(new, rendered):
-                self._image_features[img.digest] = item
+            for img, item in zip(new, image_features(data, len(new))):
+                known[img.digest] = self._image_cache[img.digest] = item
         hashes, places, kwargs = [], [], []
         for index, (img, (offset, length)) in enumerate(zip(images, runs)):
-            item = self._image_features[img.digest]
-            self._image_features.move_to_end(img.digest)
+            item = known[img.digest]
+            if img.digest in self._image_cache:
+                self._image_cache.move_to_end(img.digest)
             if item["length"] != length:
                 raise PromptMismatchError(
                     f"image {index} ({img.width}x{img.height}) expands to {item['length']} placeholders on the server "
@@ -234,8 +233,8 @@ class OpenAICompatibleEngine(RolloutEngine):
             hashes.append(item["hash"])
             places.append({"offset": offset, "length": length})
             kwargs.append(item["kwargs"])
-        while len(self._image_features) > self.options.image_cache_size:
-            self._image_features.popitem(last=False)
+        while len(self._image_cache) > self.options.image_cache_size:
+            self._image_cache.popitem(last=False)
         return {"mm_hashes": {"image": hashes}, "mm_placeholders": {"image": places}, "kwargs_data": {"image": kwargs}}
 
     def _check_prompt(self, server_ids: Any, ours: Sequence[int], endpoint: str) -> None:
@@ -316,11 +315,11 @@ class OpenAICompatibleEngine(RolloutEngine):
                 retry_reason = f"{type(exc).__name__}: {exc}"
             else:
                 if response.status_code < 400:
-                    return _json(response, url)
+                    return json_object(response, url)
                 if response.status_code not in _RETRY_STATUS:
-                    raise RemoteEngineError(f"{method} {url} -> {response.status_code}: {_reason(response)}",
+                    raise RemoteEngineError(f"{method} {url} -> {response.status_code}: {error_reason(response)}",
                                             status=response.status_code)
-                retry_reason = f"{response.status_code}: {_reason(response)}"
+                retry_reason = f"{response.status_code}: {error_reason(response)}"
             if attempt == self.options.max_retries:
                 raise RemoteEngineError(f"{method} {url} failed after {attempt + 1} attempts ({retry_reason})")
             delay = min(30.0, self.options.retry_backoff_s * 2**attempt) * (0.5 + self._rng.random())
@@ -344,105 +343,8 @@ class OpenAICompatibleEngine(RolloutEngine):
         except httpx.HTTPError as exc:
             raise WeightSyncError(f"{method} {url}: {type(exc).__name__}: {exc}") from None
         if response.status_code >= 400:
-            raise WeightSyncError(f"{method} {url} -> {response.status_code}: {_reason(response)}")
-        return _json(response, url) if response.content else {}
-
-
-def passthrough_template(pad_text: str) -> str:
-    """A chat template that emits text parts verbatim and ``pad_text`` for each image part."""
-    pad = pad_text.replace("'", "\\'")
-    return (
-        "{%- for message in messages -%}{%- if message['content'] is string -%}{{ message['content'] }}"
-        "{%- else -%}{%- for part in message['content'] -%}{%- if part['type'] == 'text' -%}{{ part['text'] }}"
-        "{%- else -%}" + pad + "{%- endif -%}{%- endfor -%}{%- endif -%}{%- endfor -%}"
-    )
-
-
-def _pad_runs(ids: Sequence[int], pad_id: int) -> list[tuple[int, int]]:
-    runs: list[tuple[int, int]] = []
-    start = None
-    for i, token in enumerate([*ids, -1]):
-        if token == pad_id and start is None:
-            start = i
-        elif token != pad_id and start is not None:
-            runs.append((start, i - start))
-            start = None
-    return runs
-
-
-def _image_features(data: dict[str, Any], count: int) -> list[dict[str, Any]]:
-    features = data.get("features") or {}
-    try:
-        hashes = features["mm_hashes"]["image"]
-        places = features["mm_placeholders"]["image"]
-        kwargs = (features.get("kwargs_data") or {}).get("image")
-    except (KeyError, TypeError):
-        raise RemoteEngineError("/v1/chat/completions/render returned no image features: the server does not "
-                                "offer vLLM's render API (vLLM >= 0.20, --enable-scale-out on newer releases); "
-                                "use prompt_api 'chat'") from None
-    if kwargs is None or not (len(hashes) == len(places) == len(kwargs) == count) or None in kwargs:
-        raise RemoteEngineError(f"/v1/chat/completions/render returned features for {len(places)} images with "
-                                f"{'no' if kwargs is None else len(kwargs)} data items; expected {count} of each")
-    return [{"hash": h, "length": int(p["length"]), "kwargs": k} for h, p, k in zip(hashes, places, kwargs)]
-
-
-def _first_choice(data: dict[str, Any], endpoint: str) -> dict[str, Any]:
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise RemoteEngineError(f"{endpoint} returned no choices: {str(data)[:300]}")
-    return choices[0]
-
-
-def _data_url(image: Screenshot) -> str:
-    return "data:image/png;base64," + base64.b64encode(image.png).decode("ascii")
-
-
-def _json(response: Any, url: str) -> dict[str, Any]:
-    try:
-        data = response.json()
-    except ValueError:
-        raise RemoteEngineError(f"{url} answered {response.status_code} with non-JSON: {response.text[:300]!r}") \
-            from None
-    if not isinstance(data, dict):
-        raise RemoteEngineError(f"{url} answered a JSON {type(data).__name__}, expected an object")
-    return data
-
-
-def _reason(response: Any) -> str:
-    """The error message of an OpenAI/vLLM/FastAPI error body, else the raw text."""
-    try:
-        data = response.json()
-    except ValueError:
-        return response.text[:500] or response.reason_phrase
-    if isinstance(data, dict):
-        error = data.get("error")
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
-        for key in ("message", "detail", "error"):
-            if data.get(key):
-                return str(data[key])
-    return str(data)[:500]
-
-
-def _api_key(env: str | None) -> str | None:
-    if env is None:
-        return None
-    value = os.environ.get(env)
-    if not value:
-        raise ScaleCUAError(f"rollout.options.api_key_env: environment variable {env} is not set; export the "
-                            "server's API key there, or remove api_key_env")
-    return value
-
-
-def _vocab_size(model: PolicyModel, renderer: Any) -> int:
-    """Rows of the output embedding (the policy's support), from the model config when the family exposes one."""
-    config = model.hf_config() if hasattr(model, "hf_config") else None
-    text = getattr(config, "text_config", config)
-    size = getattr(text, "vocab_size", None)
-    if isinstance(size, int):
-        return size
-    tokenizer = getattr(renderer, "tokenizer", None)
-    return len(tokenizer) if tokenizer is not None else 0
+            raise WeightSyncError(f"{method} {url} -> {response.status_code}: {error_reason(response)}")
+        return json_object(response, url) if response.content else {}
 
 
 def create_openai_compatible_engine(options: OpenAICompatibleOptions, *, model: PolicyModel, seed: int = 0,

@@ -52,6 +52,7 @@ class WeightTransferOptions(BaseModel):
     )
     master_port: int = Field(0, ge=0, le=65535, description="rendezvous port on the trainer (0: a free port)")
     bucket_bytes: int = Field(256 << 20, ge=1, description="bytes per /update_weights call (one packed broadcast)")
+    packed: bool = Field(True, description="broadcast each bucket as one buffer (False: one broadcast per tensor)")
     pause_generation: bool = Field(True, description="pause the server's generation during each update session")
     timeout_s: float = Field(600.0, gt=0, description="rendezvous, broadcast and HTTP timeout of a weight update")
 
@@ -82,7 +83,7 @@ class RemoteWeightSync:
             try:
                 self._post("/start_weight_update", {"is_checkpoint_format": True})
                 for bucket in bucket_tensors(tensors, self.options.bucket_bytes):
-                    info = UpdateInfo.for_tensors(bucket, packed=True, buffer_bytes=self.options.bucket_bytes)
+                    info = UpdateInfo.for_tensors(bucket, packed=self.options.packed, buffer_bytes=self.options.bucket_bytes)
                     self._while_posting("/update_weights", {"update_info": info.as_json()},
                                         lambda: transport.send(info, bucket))
                 self._post("/finish_weight_update", None)

@@ -111,6 +111,26 @@ def test_images_over_render_and_generate_equal_in_process_and_are_sent_once(serv
             assert run_ids == [renderer.image_pad_id] * renderer.image_tokens(img)
 
 
+def test_concurrent_image_requests_survive_a_tiny_feature_cache(served: Any) -> None:
+    server, url = served
+    renders = record(server, "POST", "/v1/chat/completions/render")
+    colors = [("red", "blue"), ("green", "yellow"), ("purple", "orange")]
+    turns = [[screenshot(a), screenshot(b, (160, 96))] for a, b in colors]
+    engine = remote_engine(url, image_cache_size=1)
+
+    async def go() -> list[Any]:
+        try:
+            return await asyncio.gather(*[engine.generate(request(image_prompt(t), t, seed=i, tokens=4))
+                                          for i, t in enumerate(turns)])
+        finally:
+            await engine.close()
+
+    results = asyncio.run(go())
+    assert all(1 <= len(r.ids) == len(r.logprobs) <= 4 for r in results)
+    assert sum(len(body["messages"][0]["content"]) for body in renders) == 6  # each image rendered once
+    assert len(engine._image_cache) == 1
+
+
 def test_chat_path_sends_one_image_per_placeholder_and_checks_the_prompt(served: Any, direct: Any) -> None:
     server, url = served
     chats = record(server, "POST", "/v1/chat/completions")

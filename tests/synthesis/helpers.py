@@ -102,3 +102,14 @@ def act(*actions: dict[str, Any]) -> str:
 def llm_options(base_url: str, model: str, **extra: Any) -> dict[str, Any]:
     return {"base_url": base_url, "model": model, "api_key_env": None, "retry_backoff_s": 0.01,
             "timeout_s": 20.0, **extra}
+
+
+def by_turn(*replies: str):
+    """A ``Rule.respond`` that answers the n-th turn of a conversation with ``replies[n]`` (stateless, like an LLM:
+    a dry run retried on another desktop starts over with the first reply)."""
+
+    def respond(body: dict[str, Any]) -> str:
+        turn = sum(m.get("role") == "assistant" for m in body.get("messages", []))
+        return replies[min(turn, len(replies) - 1)]
+
+    return respond

@@ -22,7 +22,7 @@ import yaml
 from core.synthesize import main
 from plugins.synthesis.store import TaskStore
 
-from .helpers import CRASHING_JUDGE, LENIENT_JUDGE, act, fenced, file_task, llm_options, verdict
+from .helpers import CRASHING_JUDGE, LENIENT_JUDGE, act, by_turn, fenced, file_task, llm_options, verdict
 from .scripted_llm import Rule, ScriptedLLM
 
 pytestmark = pytest.mark.desktop
@@ -59,9 +59,10 @@ def rules() -> list[Rule]:
         Rule(model="fixer", contains="vault", replies=[fenced(UNREACHABLE)], repeat_last=True),
         Rule(model="fixer", contains="Tidy up", replies=[fenced(AMBIGUOUS_FIXED)]),
         Rule(model="fixer", contains="setupfail", replies=[fenced(SETUP_FAILS)], repeat_last=True),
-        Rule(model="checker", contains="out.txt", replies=[shell("echo hello > ~/Documents/out.txt"), done]),
-        Rule(model="checker", contains="crash.txt", replies=[shell("echo crash > ~/Documents/crash.txt"), done]),
-        Rule(model="checker", contains="tidy.txt", replies=[shell("echo tidy > ~/Documents/tidy.txt"), done]),
+        Rule(model="checker", contains="out.txt", respond=by_turn(shell("echo hello > ~/Documents/out.txt"), done)),
+        Rule(model="checker", contains="crash.txt",
+             respond=by_turn(shell("echo crash > ~/Documents/crash.txt"), done)),
+        Rule(model="checker", contains="tidy.txt", respond=by_turn(shell("echo tidy > ~/Documents/tidy.txt"), done)),
         Rule(model="checker", contains="vault",
              replies=[act({"type": "fail", "text": "~/vault/key.txt does not exist"})], repeat_last=True),
     ]

@@ -19,7 +19,7 @@ from core.synthesize import main
 from plugins.synthesis.schema import task_from_reply
 from plugins.synthesis.store import TaskStore
 
-from .helpers import act, fenced, file_task, llm_options, verdict
+from .helpers import act, by_turn, fenced, file_task, llm_options, verdict
 from .scripted_llm import Rule, ScriptedLLM
 
 pytestmark = pytest.mark.desktop
@@ -83,11 +83,13 @@ def rules() -> list[Rule]:
         Rule(model="proposer", contains="Tasks to combine", respond=lambda body: compose_reply(
             AB if "a.txt" in json.dumps(body) else CD)),
         Rule(model="judger", replies=[verdict(True)], repeat_last=True),
-        Rule(model="checker", contains="the folder ~/Documents/notes.", replies=[shell("mkdir ~/Documents/notes"), done]),
-        Rule(model="checker", contains="today.txt", replies=[shell("echo hello > ~/Documents/notes/today.txt"), done]),
-        Rule(model="checker", contains=AB, replies=[shell("echo alpha > ~/Documents/a.txt; echo beta > ~/Documents/b.txt"),
-                                                    done]),
-        Rule(model="checker", contains=CD, replies=[shell("echo gamma > ~/Documents/c.txt"), done]),
+        Rule(model="checker", contains="the folder ~/Documents/notes.",
+             respond=by_turn(shell("mkdir ~/Documents/notes"), done)),
+        Rule(model="checker", contains="today.txt",
+             respond=by_turn(shell("echo hello > ~/Documents/notes/today.txt"), done)),
+        Rule(model="checker", contains=AB,
+             respond=by_turn(shell("echo alpha > ~/Documents/a.txt; echo beta > ~/Documents/b.txt"), done)),
+        Rule(model="checker", contains=CD, respond=by_turn(shell("echo gamma > ~/Documents/c.txt"), done)),
     ]
 
 

@@ -23,13 +23,13 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Mapping, TypeVar
+from typing import Any, Awaitable, Callable, ClassVar, Mapping, TypeVar
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import ConfigError, EnvironmentFailure
-from core.interfaces import Environment, EnvironmentBackend, JudgeExecutor
+from core.interfaces import Environment, EnvironmentBackend, JudgeExecutor, SynthesizerRole
 from core.types import Observation, Task
 
 from plugins.synthesis.llm import LLMError, ReplyFormatError, Usage
@@ -90,10 +90,10 @@ class CandidateState:
     executable_first: bool | None = None
 
 
-class VeriGenPipeline:
+class VeriGenPipeline(SynthesizerRole):
     """The loop over the configured roles (any of validator, judger, checker, fixer may be None)."""
 
-    role = "pipeline"
+    role: ClassVar[str] = "pipeline"
 
     def __init__(self, options: PipelineOptions, *, roles: Mapping[str, Any], backend: EnvironmentBackend | None = None,
                  executor: JudgeExecutor | None = None, getters: Any = None, metrics: Any = None,
@@ -148,10 +148,8 @@ class VeriGenPipeline:
         raise EnvironmentGaveUp(f"{what}: {self.options.env_retries + 1} desktops failed; last: {last}")
 
     async def _look(self, task: Task) -> Observation:
-        async def look(env: Environment) -> Observation:
-            observation = await env.reset(task)
-            return observation
-        return await self.with_env(f"observe {task.snapshot}", look)
+        """Reset a desktop with the proposer's context setup and return what it shows."""
+        return await self.with_env(f"observe {task.snapshot}", lambda env: env.reset(task))
 
     # -- the loop ----------------------------------------------------------------
 
@@ -203,7 +201,9 @@ class VeriGenPipeline:
                 observation = await self._look(context)
             avoid = await asyncio.to_thread(self.store.instructions, app=job.app, limit=self.options.avoid_recent)
             proposals = await self.proposer.propose(job, observation, usage, avoid=avoid)
-        except (EnvironmentGaveUp, LLMError, ReplyFormatError) as exc:
+        except Exception as exc:  # every planned candidate is recorded, whatever went wrong
+            if not isinstance(exc, (EnvironmentGaveUp, LLMError, ReplyFormatError)):
+                log.exception("proposal job crashed", origin=job.origin, app=job.app)
             status = "rejected" if isinstance(exc, ReplyFormatError) else "error"
             proposals = [FailedProposal(job.app, job.origin, f"{type(exc).__name__}: {exc}", tuple(job.parents),
                                         status) for _ in range(count)]

@@ -117,3 +117,13 @@ def test_dry_run_prepares_the_run_directory_and_mistakes_print_no_traceback(tmp_
     result = run_cli(tmp_path, cfg, "--dry-run")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "synthesis.fixer.name: unknown task-synthesizer role 'llm-fixr'. Did you mean 'llm-fixer'?" in result.stderr
+
+
+def test_example_config_validates_and_roles_can_be_ablated():
+    from core.config import load_config
+
+    resolved, _ = load_config(ROOT / "configs" / "synthesize.yaml", ["synthesis.judger=null"], environ={})
+    assert resolved.components["synthesis.proposer"].name == "llm-proposer"
+    assert "synthesis.judger" not in resolved.components  # the paper's "w/o LLM judge agent"
+    assert resolved.options["synthesis.pipeline"].candidates == 24
+    assert resolved.options["synthesis.checker"].api_key_env == "OPENAI_API_KEY"

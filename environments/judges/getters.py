@@ -144,16 +144,17 @@ async def get_vm_file_text(env: Any, config: Mapping[str, Any]) -> str:
 
 
 async def get_vm_files_exist(env: Any, config: Mapping[str, Any]) -> dict[str, bool]:
-    """``{path: exists}`` for each of ``paths`` (for file-management tasks)."""
-    script = "import json, os, sys; print(json.dumps({p: os.path.exists(os.path.expanduser(p)) for p in sys.argv[1:]}))"
-    paths: Sequence[str] = _as_list(config["paths"])
-    result = await env.client.execute(["python3", "-c", script, *paths])
+    """``{path: exists}`` for each of ``paths`` (for file-management tasks), keyed as the config wrote them."""
     import json
 
+    script = "import json, os, sys; print(json.dumps([os.path.exists(os.path.expanduser(p)) for p in sys.argv[1:]]))"
+    paths: Sequence[str] = [str(p) for p in _as_list(config["paths"])]
+    result = await env.client.execute(["python3", "-c", script, *paths])
     try:
-        return json.loads(result.get("output") or "")
+        flags = json.loads(result.get("output") or "")
     except ValueError:
         raise RuntimeError(f"vm_files_exist: the desktop answered {result!r}") from None
+    return dict(zip(paths, (bool(f) for f in flags)))
 
 
 #: registry name -> function (OSWorld's ``get_<name>``)

@@ -1,0 +1,111 @@
+"""Built-in getters against a real probe on a real display (files, commands, directories, reference files)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import http.server
+import threading
+import types
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import pytest
+
+from core.types import Task
+from environments.client import EnvironmentClient
+from environments.judges import getters as g
+from environments.judges.evaluate import EvaluationEnv
+from environments.judges.plugin import GETTER_NAMES
+from tests.environments.desktop_fixtures import DesktopSession, desktop  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.desktop
+
+TASK = Task(id="getters", instruction="-", evaluator={"func": "exact_match"})
+
+
+def call(desktop: DesktopSession, cache: Path, body: Callable[[EvaluationEnv], Awaitable[Any]]) -> Any:
+    """Run ``body`` with the evaluation view getters receive: the live client plus a cache directory."""
+
+    async def main(client: EnvironmentClient) -> Any:
+        env = types.SimpleNamespace(client=client, env_id=desktop.env_id, screen_size=(1280, 800))
+        return await body(EvaluationEnv(env, TASK, cache))  # type: ignore[arg-type]
+
+    return desktop.run(main)
+
+
+@pytest.fixture
+def http_root(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A real HTTP server on loopback serving ``tmp_path/www``."""
+    root = tmp_path / "www"
+    root.mkdir()
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_every_registered_getter_exists() -> None:
+    assert set(GETTER_NAMES) == set(g.GETTERS)
+
+
+def test_vm_file_downloads_into_the_evaluation_cache(desktop: DesktopSession, tmp_path: Path) -> None:
+    (desktop.home / "docs").mkdir(exist_ok=True)
+    (desktop.home / "docs" / "a.txt").write_text("alpha")
+    (desktop.home / "docs" / "b.txt").write_text("beta")
+    local = call(desktop, tmp_path, lambda env: g.get_vm_file(env, {"path": "~/docs/a.txt", "dest": "a.txt"}))
+    assert local == str(tmp_path / "a.txt") and Path(local).read_text() == "alpha"
+    both = call(desktop, tmp_path, lambda env: g.get_vm_file(
+        env, {"path": ["~/docs/a.txt", "~/docs/b.txt"], "dest": ["x.txt", "y.txt"], "multi": True, "gives": [1]}))
+    assert both == [str(tmp_path / "y.txt")] and Path(both[0]).read_text() == "beta"
+    with pytest.raises(FileNotFoundError, match="missing.txt"):
+        call(desktop, tmp_path, lambda env: g.get_vm_file(env, {"path": "~/docs/missing.txt", "dest": "m.txt"}))
+    with pytest.raises(ValueError, match="escapes"):
+        call(desktop, tmp_path, lambda env: g.get_vm_file(env, {"path": "~/docs/a.txt", "dest": "../evil.txt"}))
+
+
+def test_command_getters_return_the_output(desktop: DesktopSession, tmp_path: Path) -> None:
+    out = call(desktop, tmp_path, lambda env: g.get_vm_command_line(
+        env, {"command": "echo $HOME; echo oops >&2", "shell": True}))
+    assert out == f"{desktop.home}\n"
+    err = call(desktop, tmp_path, lambda env: g.get_vm_command_error(
+        env, {"command": "echo oops >&2", "shell": True}))
+    assert "oops" in err
+    listed = call(desktop, tmp_path, lambda env: g.get_vm_command_line(env, {"command": ["ls", str(desktop.home)]}))
+    assert "docs" in listed.split()
+
+
+def test_text_listing_existence_and_screen(desktop: DesktopSession, tmp_path: Path) -> None:
+    (desktop.home / "notes.txt").write_text("héllo\n", encoding="utf-8")
+    assert call(desktop, tmp_path, lambda env: g.get_vm_file_text(env, {"path": "~/notes.txt"})) == "héllo\n"
+    with pytest.raises(FileNotFoundError):
+        call(desktop, tmp_path, lambda env: g.get_vm_file_text(env, {"path": "~/nope.txt"}))
+    exists = call(desktop, tmp_path, lambda env: g.get_vm_files_exist(env, {"paths": ["~/notes.txt", "~/nope"]}))
+    assert exists == {"~/notes.txt": True, "~/nope": False}
+    tree = call(desktop, tmp_path, lambda env: g.get_list_directory(env, {"path": str(desktop.home)}))
+    assert "notes.txt" in {child["name"] for child in tree["children"]}
+    size = call(desktop, tmp_path, lambda env: g.get_vm_screen_size(env, {}))
+    assert size == {"width": 1280, "height": 800}
+    assert call(desktop, tmp_path, lambda env: g.get_rule(env, {"rules": {"expected": 3}})) == {"expected": 3}
+
+
+def test_cloud_file_fetches_reference_files(tmp_path: Path, http_root) -> None:  # type: ignore[no-untyped-def]
+    www, base = http_root
+    (www / "gold.csv").write_text("a,b\n")
+    (tmp_path / "local.txt").write_text("local gold")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    env = EvaluationEnv(types.SimpleNamespace(client=None), TASK, cache)  # type: ignore[arg-type]
+    fetched = asyncio.run(g.get_cloud_file(env, {"path": f"{base}/gold.csv", "dest": "gold.csv"}))
+    assert Path(fetched).read_text() == "a,b\n"
+    local = asyncio.run(g.get_cloud_file(env, {"path": (tmp_path / "local.txt").as_uri(), "dest": "l.txt"}))
+    assert Path(local).read_text() == "local gold"
+    with pytest.raises(FileNotFoundError):
+        asyncio.run(g.get_cloud_file(env, {"path": f"{base}/absent.csv", "dest": "x.csv"}))
+    with pytest.raises(FileNotFoundError):
+        asyncio.run(g.get_cloud_file(env, {"path": (tmp_path / "absent").as_uri(), "dest": "y"}))
+    with pytest.raises(ValueError, match="unsupported URL scheme 'ftp'"):
+        asyncio.run(g.get_cloud_file(env, {"path": "ftp://example.org/x", "dest": "z"}))

@@ -137,11 +137,13 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (CI smoke run)")
     args = parser.parse_args()
     logs.configure("warning")
+    load_at_start = os.getloadavg()[0]  # other work on the host skews every number here
     measured = asyncio.run(run(args.quick))
     report = {
         "benchmark": "environment",
         "settings": {"backend": "local-desktop", "screen": [1280, 800], "settle_s": 0.0, "quick": args.quick,
-                     "cpus": os.cpu_count(), "python": platform.python_version()},
+                     "cpus": os.cpu_count(), "python": platform.python_version(),
+                     "load_average_1m_at_start": round(load_at_start, 2)},
         **measured,
     }
     json.dump(report, sys.stdout, indent=2)

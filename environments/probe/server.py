@@ -141,6 +141,8 @@ class ProbeHTTPServer(ThreadingHTTPServer):
 
 class _ProbeRequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: one connection per client, not one per request
+    # headers and body go out in two writes; with Nagle on, the body waits for the client's delayed ACK (~40 ms)
+    disable_nagle_algorithm = True
     timeout = IDLE_CONNECTION_TIMEOUT_S
     server: ProbeHTTPServer
     server_version = "scalecua-probe"

@@ -169,9 +169,9 @@ class FrontierSampler(PoolSampler):
         return dict(zip(self._ids(positions), np.exp(self._log_weight[positions]).tolist()))
 
     def stats(self) -> dict[str, float]:
-        active = self._active
-        return {**super().stats(), "tasks_seen": float(self._seen[active].sum()),
-                "mean_pass_rate": float(self._ema[active].mean()) if active.any() else 0.0, **self._last_batch}
+        measured = self._active & self._seen
+        return {**super().stats(), "tasks_seen": float(measured.sum()),
+                "mean_pass_rate": float(self._ema[measured].mean()) if measured.any() else 0.0, **self._last_batch}
 
     def _extra_state(self) -> dict[str, Any]:
         return {"ema": encode_array(self._ema), "seen": encode_array(self._seen), "options": self.options.model_dump()}

@@ -59,6 +59,7 @@ def test_first_observation_of_an_unseen_task_replaces_the_prior(make_tasks):
     sampler.observe(1, {"task-00000": [1] * 8})
     assert sampler.pass_rates()["task-00000"] == pytest.approx(0.2, abs=1e-12)  # EMA from now on
     assert sampler.stats()["tasks_seen"] == 1.0
+    assert sampler.stats()["mean_pass_rate"] == pytest.approx(0.2)  # over measured tasks only
 
 
 def test_batch_is_26_from_the_top_96_and_6_from_outside(make_tasks):

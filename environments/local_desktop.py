@@ -208,8 +208,9 @@ class LocalDesktop(Environment):
         return await self.observe()
 
     def setup_context(self, task: Task | None = None) -> SetupContext:
-        """Setup-step context; relative file paths in a task resolve against ``task.metadata['task_dir']``."""
-        task_dir = task.metadata.get("task_dir") if task is not None else None
+        """Setup-step context; relative file paths in a task resolve against ``task.metadata['task_dir']``,
+        else the directory the task file was loaded from."""
+        task_dir = (task.metadata.get("task_dir") or getattr(task, "source_dir", None)) if task is not None else None
         return SetupContext(
             screen_size=self.screen_size, task_dir=Path(task_dir) if task_dir else None,
             allowed_apps=self.options.allowed_apps, client_password=self.options.client_password,

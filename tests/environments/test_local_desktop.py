@@ -120,6 +120,9 @@ def test_setup_failures_and_the_agent_protocol(tmp_path: Path) -> None:
             with pytest.raises(SetupError, match="task t-local: the probe refused"):
                 await env.reset(broken)
             await env.reset(make_task())
+            from_file = make_task()
+            from_file._source_dir = str(tmp_path)
+            assert env.setup_context(from_file).task_dir == tmp_path  # relative setup paths resolve there
             # postconfig-style steps through the environment
             await run_setup_steps(env, [{"type": "execute", "parameters": {
                 "command": "echo {SCREEN_WIDTH} > {HOME}/w.txt", "shell": True}}])

@@ -296,6 +296,10 @@ class Sampler(abc.ABC):
         """Current sampling weight per task, for reports (empty when not meaningful)."""
         return {}
 
+    def stats(self) -> Mapping[str, float]:
+        """Scalar counters for the iteration metrics (logged as ``sampler/<key>``)."""
+        return {}
+
     @abc.abstractmethod
     def state_dict(self) -> dict[str, Any]:
         """JSON-serializable state (RNG included) for checkpoints."""

@@ -207,7 +207,9 @@ class TrainingRun:
         segments = [s for g in kept for t in g.trajectories for s in t.segments]
         metrics: dict[str, Any] = {"iteration": it, **rollout_metrics(kept)}
         metrics.update({"rollout/env_errors": float(env_errors), "rollout/lost": float(lost),
-                        "sampler/extra_draws": float(extra_draws), "groups/kept": float(len(kept))})
+                        "sampler/top_up_rounds": float(extra_draws), "groups/kept": float(len(kept))})
+        metrics.update({f"sampler/{k}": float(v) for k, v in c.sampler.stats().items()
+                        if isinstance(v, (int, float)) and not isinstance(v, bool)})
         if segments:
             with timer.phase("train"):
                 metrics.update({f"train/{k}": v for k, v in c.trainer.train_step(segments).items()})

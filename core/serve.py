@@ -155,6 +155,7 @@ class EngineServer:
 class _Handler(BaseHTTPRequestHandler):
     server_app: EngineServer
     protocol_version = "HTTP/1.1"  # keep-alive: clients reuse connections
+    disable_nagle_algorithm = True  # headers and body leave in separate writes; no 40 ms delayed-ACK stall
 
     def do_GET(self) -> None:
         self._dispatch("GET")

@@ -32,7 +32,12 @@ Special and vision tokens the policy never emits are banned with a
 ``logit_bias`` of -100 (vLLM's limit; the residual mass is < e^-100).
 
 Weight updates use vLLM's weight-transfer HTTP protocol
-(:mod:`plugins.rollout.remote_weights`).
+(:mod:`plugins.rollout.remote_weights`). A vLLM server for this engine::
+
+    VLLM_SERVER_DEV_MODE=1 vllm serve MODEL --logprobs-mode processed_logprobs \
+        --weight-transfer-config '{"backend": "nccl"}' --enable-scale-out [--trust-request-chat-template]
+
+``python -m core.serve`` serves the in-process engine over the same protocol.
 """
 
 from __future__ import annotations

@@ -10,12 +10,15 @@ One :meth:`RemoteWeightSync.update` call is one update session::
 
 The first update also rendezvous: ``GET /get_world_size``, then
 ``POST /init_weight_transfer_engine`` while the trainer opens its side of the
-group as rank 0. The data plane is ``gloo`` (:mod:`core.weight_transfer`, CPU
-tensors; what ``core.serve`` speaks) or ``nccl`` (vLLM's own NCCL trainer
-helpers, which need ``vllm`` and a GPU on the trainer and a server started with
-``--weight-transfer-config '{"backend": "nccl"}'``). After any failure the
-group is discarded and the next update rendezvous again, because a broken
-broadcast leaves the two sides out of step.
+group as rank 0 (its TCP store listens on the trainer for the server's workers).
+The data plane is ``gloo`` (:mod:`core.weight_transfer`, CPU tensors; what
+``core.serve`` speaks; vLLM ships no Gloo backend) or ``nccl`` (vLLM's own NCCL
+trainer helpers: ``vllm`` and a GPU on the trainer, and a server started as
+``VLLM_SERVER_DEV_MODE=1 vllm serve ... --weight-transfer-config '{"backend": "nccl"}'``,
+since vLLM mounts these routes only in dev mode). The ``nccl`` path is not
+exercised on machines without vLLM. After any failure the group is discarded
+and the next update rendezvous again, because a broken broadcast leaves the
+two sides out of step; updates are never retried blindly (the protocol is stateful).
 """
 
 from __future__ import annotations
@@ -174,6 +177,12 @@ class _NcclTransport(_Transport):
                 "rollout.options.weight_transfer.backend: 'nccl' needs vLLM's NCCL weight-transfer helpers on the "
                 f"trainer ({exc}); install the gpu extra (pip install 'scalecua[gpu]') or use backend 'gloo'"
             ) from None
+        if not all(hasattr(NCCLWeightTransferEngine, f) for f in ("trainer_init", "trainer_send_weights")):
+            raise WeightSyncError(
+                "rollout.options.weight_transfer.backend 'nccl': the installed vLLM's NCCLWeightTransferEngine has no "
+                "static trainer_init/trainer_send_weights (this client drives those helpers); use a vLLM release "
+                "that has them"
+            )
         if info.master_port == 0:
             with socket.socket() as probe:  # NCCL's store cannot pick its own port and report it back
                 probe.bind((info.master_address, 0))

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
-  xvfb xdotool x11-utils openbox imagemagick dbus-x11 at-spi2-core
+  xvfb xdotool x11-utils openbox imagemagick dbus-x11 at-spi2-core python3-pyatspi
   xterm mousepad libreoffice-calc libreoffice-writer chromium fonts-dejavu-core
   podman runc
 )

@@ -15,11 +15,15 @@ text changes BPE boundaries of sampled history. Three request paths, by
   those features with placeholder offsets moved onto our image-pad runs.
   Exact, with images. A server that expands an image to a different number of
   placeholders than our renderer (different pixel bounds) is refused loudly.
+  Cost: every generate request carries each of its images' processed pixels
+  (vLLM's ``kwargs_data``; no server-side cache is relied on), once per image.
 * ``chat`` — ``POST /v1/chat/completions`` for servers without the above: our
   ids, collapsed to one placeholder per image, are decoded into text parts
   between image parts and rendered by a pass-through ``chat_template``
-  (vLLM needs ``--trust-request-chat-template``); the server *re-tokenizes*
-  that text. ``return_token_ids`` gives back the server's prompt ids, which
+  (vLLM needs ``--trust-request-chat-template``, and must read the template's
+  content as OpenAI parts, as it detects from the loop over
+  ``message['content']``; ``--chat-template-content-format openai`` forces it);
+  the server *re-tokenizes* that text. ``return_token_ids`` gives back the server's prompt ids, which
   must equal ours: a mismatch (non-canonical BPE in sampled history, a
   different image expansion) raises :class:`PromptMismatchError`
   (``on_prompt_mismatch: warn`` logs it instead).

@@ -277,7 +277,9 @@ class VeriGenPipeline(SynthesizerRole):
             v.update(llm_judge_pass=verdict.accept, llm_judge_score=verdict.score, suggestions=verdict.suggestions)
             record["judger"] = verdict.to_dict()
             if not verdict.accept:
-                return [Finding("judger", r) for r in verdict.reasons] or [Finding("judger", "rejected")], "judger"
+                findings = [Finding("judger", r) for r in verdict.reasons] or [Finding("judger", "rejected")]
+                findings += [Finding("judger", f"suggested repair: {s}") for s in verdict.suggestions]
+                return findings, "judger"
         if self.checker is not None:
             assert self.harness is not None
             checker, harness = self.checker, self.harness

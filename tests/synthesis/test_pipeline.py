@@ -75,6 +75,7 @@ def test_each_path_ends_where_it_should(plugins, tmp_path):
     with ScriptedLLM(scripted_rules()) as server:
         summary, _ = asyncio.run(run_pipeline(plugins, server, tmp_path))
         usage = list(server.usage)
+        server_requests = list(server.requests)
     store = TaskStore(tmp_path / "tasks.sqlite")
     rows = store.candidates(run_id="test-run")
     by_instruction = {r.instruction: r for r in rows}
@@ -87,7 +88,12 @@ def test_each_path_ends_where_it_should(plugins, tmp_path):
     repaired = by_instruction[B_FIXED["instruction"]]
     assert repaired.status == "accepted" and repaired.repairs == 1
     rounds = store.rounds(repaired.id)
-    assert [r["findings"] for r in rounds] == [[{"source": "judger", "message": "ambiguous: which files, where?"}], []]
+    assert [r["findings"] for r in rounds] == [[{"source": "judger", "message": "ambiguous: which files, where?"},
+                                                {"source": "judger",
+                                                 "message": "suggested repair: fix: ambiguous: which files, where?"}],
+                                               []]
+    fixer_request = next(r for r in server_requests if r["body"]["model"] == "fixer" and "Tidy up" in str(r["body"]))
+    assert "suggested repair" in str(fixer_request["body"]["messages"])
     gamma = by_instruction[C_FIXED["instruction"]]
     first = store.rounds(gamma.id)[0]
     assert not first["rule"]["pass"] and any("subprocess" in r for r in first["rule"]["reasons"])

@@ -7,8 +7,8 @@ task's oracle (``metadata.oracle``, a list of actions) runs through the probe
 per-task results and timings) and exits non-zero when any task fails.
 
 Tasks come from ``--path`` (default: the bundled suite,
-``package:environments.tasks/osworld``); ``{TASK_ASSETS}`` in a task file
-means the ``assets`` directory beside it.
+``package:environments.tasks/osworld``); relative file paths in a task
+resolve against the task file's directory.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import json
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Sequence
 
 import structlog
@@ -35,7 +34,6 @@ from core.types import Action, Task
 log = structlog.get_logger("core.envcheck")
 
 DEFAULT_PATH = "package:environments.tasks/osworld"
-ASSETS_PLACEHOLDER = "{TASK_ASSETS}"
 
 
 @dataclass
@@ -54,17 +52,6 @@ class TaskCheck:
     #: environment failures (setup crashed, desktop died) retried on a fresh desktop
     env_retries: int = 0
     timings: dict[str, float] = field(default_factory=dict)
-
-
-def resolve_assets(task: Task) -> Task:
-    """Replace ``{TASK_ASSETS}`` with ``<task file dir>/assets`` everywhere in the task."""
-    text = json.dumps(task.to_json())
-    if ASSETS_PLACEHOLDER not in text or task.source_dir is None:
-        return task
-    assets = str(Path(task.source_dir).resolve() / "assets")
-    resolved = Task.model_validate(json.loads(text.replace(ASSETS_PLACEHOLDER, assets)))
-    resolved._source_dir = task.source_dir
-    return resolved
 
 
 def oracle_of(task: Task) -> list[Action]:
@@ -180,7 +167,7 @@ def select_tasks(paths: Sequence[str], ids: Sequence[str] | None, domains: Seque
     tasks = load_tasks(paths, include=ids or None, domains=domains or None)
     if not tasks:
         raise ScaleCUAError(f"no tasks selected from {list(paths)} (ids={ids}, domains={domains})")
-    return [resolve_assets(t) for t in tasks]
+    return tasks
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -34,7 +34,6 @@ from core.types import Action, ActionType, Judgement, JudgementStatus, SetupStep
 
 log = structlog.get_logger(__name__)
 
-ASSETS_PLACEHOLDER = "{TASK_ASSETS}"
 #: runs postconfig steps: ``await runner(env, steps)``
 PostconfigRunner = Callable[[Environment, Sequence[SetupStep]], Awaitable[Any]]
 
@@ -127,24 +126,6 @@ class _Judge:
         self.metrics = metrics
         self.generated = defined_functions(task.evaluator.code)
 
-    def _resolve_assets(self, config: Mapping[str, Any]) -> Mapping[str, Any]:
-        """``{TASK_ASSETS}`` (the ``assets`` folder beside the task file) in a getter config, when still unresolved."""
-        source_dir = self.task.source_dir
-        if source_dir is None or ASSETS_PLACEHOLDER not in repr(config):
-            return config
-        assets = str(Path(source_dir).resolve() / "assets")
-
-        def substitute(value: Any) -> Any:
-            if isinstance(value, str):
-                return value.replace(ASSETS_PLACEHOLDER, assets)
-            if isinstance(value, list):
-                return [substitute(v) for v in value]
-            if isinstance(value, Mapping):
-                return {k: substitute(v) for k, v in value.items()}
-            return value
-
-        return substitute(config)
-
     def _require_executor(self, name: str) -> JudgeExecutor:
         if self.executor is None:
             raise JudgeFailure(
@@ -157,7 +138,6 @@ class _Judge:
     async def get(self, config: Mapping[str, Any]) -> Any:
         if not isinstance(config, Mapping) or "type" not in config:
             raise JudgeFailure(JudgementStatus.CRASHED, f"getter config {config!r} needs a 'type'")
-        config = self._resolve_assets(config)
         kind = str(config["type"])
         for candidate in (kind, f"get_{kind}"):
             if candidate in self.generated:

@@ -66,21 +66,25 @@ async def get_vm_file(env: Any, config: Mapping[str, Any]) -> Any:
 
 
 async def get_cloud_file(env: Any, config: Mapping[str, Any]) -> Any:
-    """Fetch a reference file (``file://``, ``http(s)://`` or a local path) into the cache.
+    """Fetch a reference file (``http(s)://``, ``file://`` or a path on this host) into the cache.
 
-    OSWorld downloads gold files from the cloud; bundled tasks ship theirs as
-    ``file://`` assets, so nothing here needs the network.
+    OSWorld downloads gold files from the cloud; bundled tasks ship theirs
+    beside the task file (``assets/gold.xlsx``: a relative path resolves
+    against the task file's directory, as setup steps do), so nothing here
+    needs the network.
     """
     paths, dests, gives, multi = _paths_and_dests(config)
+    task = getattr(env, "task", None)
+    base = getattr(task, "source_dir", None) or (task.metadata.get("task_dir") if task is not None else None)
     local: list[Path] = []
     for url, dest in zip(paths, dests):
         target = _cache_path(env, dest)
-        target.write_bytes(await _fetch(url))
+        target.write_bytes(await _fetch(url, Path(base) if base else None))
         local.append(target)
     return _given(local, gives, multi)
 
 
-async def _fetch(url: str) -> bytes:
+async def _fetch(url: str, base: Path | None = None) -> bytes:
     parsed = urllib.parse.urlparse(url)
     if parsed.scheme in ("http", "https"):
         async with httpx.AsyncClient(timeout=120, follow_redirects=True) as client:
@@ -91,6 +95,11 @@ async def _fetch(url: str) -> bytes:
         return response.content
     if parsed.scheme in ("", "file"):
         path = Path(urllib.parse.unquote(parsed.path) if parsed.scheme == "file" else url)
+        if not path.is_absolute():
+            if base is None:
+                raise ValueError(f"cloud_file: relative path {url!r} needs the task's directory (load the task "
+                                 f"from its file, or use an absolute path or URL)")
+            path = base / path
         try:
             return await asyncio.to_thread(path.read_bytes)
         except FileNotFoundError:

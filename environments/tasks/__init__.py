@@ -1,10 +1,11 @@
 """The bundled task suite: OSWorld-format tasks that run offline on Debian applications.
 
 Layout: ``osworld/<domain>/<task id>.json`` with the domain's files in
-``osworld/<domain>/assets/``. Task JSON refers to those files as
-``{TASK_ASSETS}/<name>``; :func:`resolve_placeholders` turns that into the
-absolute path of the task's ``assets`` directory (``file://{TASK_ASSETS}/x``
-becomes a ``file://`` URL). Each task's ``metadata.oracle`` is a list of
+``osworld/<domain>/assets/``. Task JSON refers to those files by relative
+paths (``assets/sales.xlsx``) that setup ``download`` steps and the
+``cloud_file`` getter resolve against the task file's directory, so a task
+keeps working wherever the package is installed and on remote desktops (the
+files are uploaded). Each task's ``metadata.oracle`` is a list of
 :class:`core.types.Action` objects that solves it through the GUI.
 
 In a config: ``tasks: {paths: ["package:environments.tasks/osworld"]}``.
@@ -19,7 +20,6 @@ from typing import Iterable
 from core.types import Action, Task
 
 ROOT = Path(__file__).resolve().parent / "osworld"
-PLACEHOLDER = "{TASK_ASSETS}"
 
 
 def bundled_task_paths(domains: Iterable[str] | None = None) -> list[Path]:
@@ -38,30 +38,16 @@ def bundled_task_paths(domains: Iterable[str] | None = None) -> list[Path]:
     return paths
 
 
-def resolve_placeholders(task: Task, source_dir: str | Path | None = None) -> Task:
-    """Replace ``{TASK_ASSETS}`` with ``<source_dir>/assets`` (default: the task's own source directory)."""
-    directory = source_dir if source_dir is not None else task.source_dir
-    text = json.dumps(task.to_json())
-    if PLACEHOLDER not in text:
-        return task
-    if directory is None:
-        raise ValueError(f"task {task.id}: uses {PLACEHOLDER} but its source directory is unknown")
-    assets = str(Path(directory).resolve() / "assets")
-    resolved = Task.model_validate(json.loads(text.replace(PLACEHOLDER, assets)))
-    resolved._source_dir = str(directory)
-    return resolved
-
-
 def load_task_file(path: str | Path) -> Task:
-    """One task file, validated, with placeholders resolved."""
+    """One task file, validated, remembering its directory (relative asset paths resolve there)."""
     path = Path(path)
     task = Task.model_validate(json.loads(path.read_text(encoding="utf-8")))
-    task._source_dir = str(path.parent)
-    return resolve_placeholders(task)
+    task._source_dir = str(path.parent.resolve())
+    return task
 
 
 def load_bundled_tasks(domains: Iterable[str] | None = None, ids: Iterable[str] | None = None) -> list[Task]:
-    """The suite's tasks (placeholders resolved), optionally filtered by domain and id."""
+    """The suite's tasks, optionally filtered by domain and id."""
     tasks = [load_task_file(p) for p in bundled_task_paths(domains)]
     if ids is not None:
         wanted = list(ids)

@@ -236,14 +236,14 @@ def test_last_action_forms() -> None:
     assert last_action_failed({"action_type": "FAIL"}) and not last_action_failed(None)
 
 
-def test_task_assets_placeholder_resolves_against_the_task_file(judges, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_relative_reference_files_resolve_against_the_task_file(judges, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "assets").mkdir()
     (tmp_path / "assets" / "gold.txt").write_text("42\n")
     (tmp_path / "answer.txt").write_text("42\n")
     task = make_task(func="compare_text_file",
                      result={"type": "cloud_file", "path": (tmp_path / "answer.txt").as_uri(), "dest": "answer.txt"},
-                     expected={"type": "cloud_file", "path": "file://{TASK_ASSETS}/gold.txt", "dest": "gold.txt"})
+                     expected={"type": "cloud_file", "path": "assets/gold.txt", "dest": "gold.txt"})
     unplaced = judge(task, judges)
-    assert unplaced.status == JudgementStatus.CRASHED  # no task file: the placeholder cannot resolve
+    assert unplaced.status == JudgementStatus.CRASHED and "needs the task's directory" in unplaced.error
     task._source_dir = str(tmp_path)
     assert judge(task, judges).score == 1.0

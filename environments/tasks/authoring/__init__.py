@@ -4,6 +4,5 @@
 Each domain module defines ``tasks(assets: Path) -> list[dict]``: it writes the
 domain's asset files into ``assets`` and returns OSWorld task JSON objects
 whose ``metadata.oracle`` is the action list that solves the task through the
-GUI. Files are referenced through ``{TASK_ASSETS}`` (the domain's ``assets``
-directory), resolved when the task is loaded.
+GUI. Files are referenced as ``assets/<name>``, relative to the task file.
 """

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from environments.tasks.authoring.common import ASSETS, click, gold, key, keys, task, type_, vm_file, wait
+from environments.tasks.authoring.common import WEBAPP_DIR, click, download, gold, key, keys, task, type_, vm_file, wait
 
 DOMAIN = "chrome"
 APPS = ["chromium"]
@@ -27,12 +27,13 @@ def _page(title: str, body: str, script: str = "") -> str:
             f"</head><body><h1>{title}</h1>{body}{tail}</body></html>\n")
 
 
-def _serve(page: str, title: str, out: str) -> list[dict[str, Any]]:
-    """Start the page's app in the background and wait until Chromium shows the page (by its title)."""
-    return [{
+def _serve(page: str, title: str, out: str, *extra: str) -> list[dict[str, Any]]:
+    """Copy the web app onto the desktop, start it in the background, wait until Chromium shows the page."""
+    files = [(name, f"{WEBAPP_DIR}/{name}") for name in ("formserver.py", page, *extra)]
+    return [download(*files), {
         "type": "execute_with_verification",
         "parameters": {
-            "command": f"nohup python3 {ASSETS}/formserver.py --root {ASSETS} --page {page} --out {out} "
+            "command": f"nohup python3 {WEBAPP_DIR}/formserver.py --root {WEBAPP_DIR} --page {page} --out {out} "
                        ">/dev/null 2>&1 &",
             "shell": True,
             "verification": {"window_exists": title},
@@ -103,7 +104,7 @@ def tasks(assets: Path) -> list[dict[str, Any]]:
     out.append(task(
         "chrome-download-report", DOMAIN,
         "Download the quarterly sales report (sales_report.csv) from the open page into your Downloads folder.",
-        APPS, _serve("downloads.html", "Report downloads", "~/submissions/unused.json"),
+        APPS, _serve("downloads.html", "Report downloads", "~/submissions/unused.json", "sales_report.csv"),
         {"func": "compare_text_file", "result": vm_file("~/Downloads/sales_report.csv", "sales_report.csv"),
          "expected": gold("sales_report.csv")},
         [wait(1.0), key("Return"), wait(3.0)],

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-ASSETS = "{TASK_ASSETS}"
+#: where a task's files live, relative to its JSON file (setup and cloud_file resolve it there)
+ASSETS = "assets"
+#: where web apps are copied on the desktop before they start
+WEBAPP_DIR = "~/.webapp"
 #: a screen of the paper's size; oracle clicks are grid points on it
 SCREEN = (1280, 800)
 
@@ -52,7 +55,7 @@ def fail() -> dict[str, Any]:
 
 def download(*pairs: tuple[str, str]) -> dict[str, Any]:
     """Copy assets into the desktop: ``download(("sales.xlsx", "~/sales.xlsx"))``."""
-    return {"type": "download", "parameters": {"files": [{"url": f"file://{ASSETS}/{a}", "path": p} for a, p in pairs]}}
+    return {"type": "download", "parameters": {"files": [{"url": f"{ASSETS}/{a}", "path": p} for a, p in pairs]}}
 
 
 def open_(path: str) -> dict[str, Any]:
@@ -76,7 +79,7 @@ def vm_file(path: str, dest: str) -> dict[str, Any]:
 
 
 def gold(asset: str, dest: str | None = None) -> dict[str, Any]:
-    return {"type": "cloud_file", "path": f"file://{ASSETS}/{asset}", "dest": dest or f"gold_{asset}"}
+    return {"type": "cloud_file", "path": f"{ASSETS}/{asset}", "dest": dest or f"gold_{asset}"}
 
 
 def command(cmd: str) -> dict[str, Any]:

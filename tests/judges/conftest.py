@@ -6,6 +6,7 @@ import asyncio
 import ctypes
 import hashlib
 import os
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass
@@ -76,10 +77,12 @@ def leftover_processes() -> list[str]:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _reap_orphans() -> None:
+def _reap_orphans() -> Iterator[None]:
     """Make this process the subreaper of everything it starts, so no escaped process goes unnoticed."""
     libc = ctypes.CDLL(None, use_errno=True)
     assert libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    yield
+    shutil.rmtree(WORK_DIR, ignore_errors=True)
 
 
 def _workdirs() -> set[str]:

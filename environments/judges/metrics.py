@@ -211,7 +211,7 @@ def _load_structured(path: str | None, is_yaml: bool) -> Any:
 
             return yaml.safe_load(text)
         return json.loads(text)
-    except (ValueError, Exception) as exc:  # a malformed file is a wrong answer, not a judge crash
+    except Exception as exc:  # a malformed file is a wrong answer, not a judge crash
         log.info("structured file does not parse", path=path, error=str(exc))
         return None
 
@@ -281,3 +281,41 @@ def _normalize_json(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {k: _normalize_json(v) for k, v in value.items()}
     return value
+
+
+# ---------------------------------------------------------------------------
+# Accessibility trees (the XML the accessibility_tree getter returns)
+# ---------------------------------------------------------------------------
+
+_A11Y_NAMESPACES = {
+    prefix: f"https://accessibility.ubuntu.example.org/ns/{suffix}"
+    for prefix, suffix in [("st", "state"), ("attr", "attributes"), ("cp", "component"), ("doc", "document"),
+                           ("docattr", "document/attributes"), ("txt", "text"), ("val", "value"), ("act", "action")]
+}
+
+
+def check_accessibility_tree(result: str | None, rules: Any = None, **_: Any) -> float:
+    """OSWorld's tree check: each rule's ``xpath`` must select a node; with ``text``, some node's text must
+    equal it (``exact``, default true) or score the best similarity ratio. Scores multiply across rules."""
+    if not result:
+        return 0.0
+    from lxml import etree
+
+    try:
+        root = etree.fromstring(result.encode("utf-8") if isinstance(result, str) else result)
+    except etree.XMLSyntaxError:
+        return 0.0
+    total = 1.0
+    for rule in rules or []:
+        if "xpath" not in rule:
+            raise ValueError("check_accessibility_tree: each rule needs an 'xpath' (CSS 'selectors' are not supported)")
+        nodes = root.xpath(rule["xpath"], namespaces=_A11Y_NAMESPACES)
+        if not nodes:
+            return 0.0
+        if "text" in rule:
+            texts = [(node.text or "") for node in nodes]
+            if rule.get("exact", True):
+                total *= float(any(text == rule["text"] for text in texts))
+            else:
+                total *= max(difflib.SequenceMatcher(a=text, b=rule["text"]).ratio() for text in texts)
+    return total

@@ -19,6 +19,7 @@ _METRICS = {
         "exact_match", "literal_match", "match_in_list", "is_in_list", "check_include_exclude", "fuzzy_match",
         "fuzzy_match_threshold", "check_value", "infeasible", "compare_text_file", "diff_text_file",
         "check_text_file", "check_list", "check_csv", "compare_csv", "check_json", "check_direct_json_object",
+        "check_accessibility_tree",
     ),
     "environments.judges.tables": ("compare_table",),
     "environments.judges.documents": ("compare_docx_files", "compare_document_text", "check_document"),

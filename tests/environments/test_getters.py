@@ -109,3 +109,36 @@ def test_cloud_file_fetches_reference_files(tmp_path: Path, http_root) -> None: 
         asyncio.run(g.get_cloud_file(env, {"path": (tmp_path / "absent").as_uri(), "dest": "y"}))
     with pytest.raises(ValueError, match="unsupported URL scheme 'ftp'"):
         asyncio.run(g.get_cloud_file(env, {"path": "ftp://example.org/x", "dest": "z"}))
+
+
+def test_accessibility_tree_judged_end_to_end(tmp_path: Path) -> None:
+    """A desktop with AT-SPI on: the getter fetches the tree, check_accessibility_tree scores it."""
+    from core.pluginmanager import load_plugins
+    from environments.judges.evaluate import evaluate
+    from tests.environments.desktop_fixtures import start_session, stop_session
+
+    session = start_session(tmp_path / "a11y", extra_args=("--accessibility",))
+    plugins = load_plugins(environ={})
+    frame = "//application[@name='mousepad']//frame[contains(@name, 'plan.txt')]"
+
+    def task(xpath: str) -> Task:
+        return Task(id="a11y", instruction="-", evaluator={
+            "func": "check_accessibility_tree", "result": {"type": "accessibility_tree"},
+            "expected": {"type": "rule", "rules": [{"xpath": xpath}]}})
+
+    async def body(client: EnvironmentClient) -> tuple[float, float]:
+        await client.open_file("~/plan.txt")
+        env = types.SimpleNamespace(client=client, env_id=session.env_id, screen_size=(1280, 800))
+        scores = []
+        for xpath in (frame, "//application[@name='gimp']"):
+            judgement = await evaluate(task(xpath), env, executor=None, getters=plugins.registry("getter"),
+                                       metrics=plugins.registry("metric"), last_action=None)
+            assert judgement.status.value == "ok", judgement.error
+            scores.append(judgement.score)
+        return scores[0], scores[1]
+
+    try:
+        (session.home / "plan.txt").write_text("step one\n")
+        assert session.run(body) == (1.0, 0.0)
+    finally:
+        stop_session(session)

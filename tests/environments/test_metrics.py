@@ -123,3 +123,20 @@ def test_check_direct_json_object() -> None:
 def test_infeasible_metric_itself_never_scores() -> None:
     # infeasible tasks are scored by the evaluation from the last action, not by this function
     assert m.infeasible(None) == 0.0
+
+
+def test_check_accessibility_tree_rules() -> None:
+    tree = ('<desktop-frame xmlns:st="https://accessibility.ubuntu.example.org/ns/state">'
+            '<application name="mousepad"><frame name="notes.txt - Mousepad" st:showing="true">'
+            "<text>hello world</text></frame></application></desktop-frame>")
+    showing = [{"xpath": "//frame[@st:showing='true']"}]
+    assert m.check_accessibility_tree(tree, showing) == 1.0
+    assert m.check_accessibility_tree(tree, [{"xpath": "//application[@name='gimp']"}]) == 0.0
+    assert m.check_accessibility_tree(tree, [{"xpath": "//text", "text": "hello world"}]) == 1.0
+    assert m.check_accessibility_tree(tree, [{"xpath": "//text", "text": "hello"}]) == 0.0
+    fuzzy = m.check_accessibility_tree(tree, [{"xpath": "//text", "text": "hello wrld", "exact": False}])
+    assert 0.9 < fuzzy < 1.0
+    assert m.check_accessibility_tree(None, showing) == 0.0
+    assert m.check_accessibility_tree("<not xml", showing) == 0.0
+    with pytest.raises(ValueError, match="needs an 'xpath'"):
+        m.check_accessibility_tree(tree, [{"selectors": ["frame"]}])

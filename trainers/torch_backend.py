@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import json
 import time
 from pathlib import Path
@@ -119,6 +120,7 @@ class TorchTrainer(TrainerBackend):
         vocab_size = self.model.get_output_embeddings().weight.shape[0]
         self.suppress_ids = policy_suppressed_ids(self.renderer, vocab_size)
         self._suppressed_set = frozenset(self.suppress_ids)
+        self._accepts_encoder_outputs = "mm_encoder_outputs" in inspect.signature(self.model.model.forward).parameters
         self.steps = 0
         log.info("torch trainer ready", device=str(self.device), dtype=options.dtype,
                  trainable_params=sum(p.numel() for _, p in trainable),
@@ -182,7 +184,7 @@ class TorchTrainer(TrainerBackend):
         started = time.perf_counter()
         batches = plan_micro_batches(segments, self.options.micro_batch_tokens,
                                      max_items=self.options.max_micro_batch_items)
-        times = {"inputs": 0.0, "reference": 0.0, "actor": 0.0}
+        times = {"inputs": 0.0, "vision": 0.0, "reference": 0.0, "actor": 0.0}
         stats = StepStats()
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
@@ -209,6 +211,7 @@ class TorchTrainer(TrainerBackend):
             "batch/micro_batches": float(len(batches)),
             "batch/padded_tokens": float(sum(b.padded_tokens for b in batches)),
             "time/inputs": times["inputs"],
+            "time/vision_encoder": times["vision"],
             "time/reference_logprobs": times["reference"],
             "time/actor_update": times["actor"] + times["optimizer"],
             "time/step": time.perf_counter() - started,
@@ -219,23 +222,44 @@ class TorchTrainer(TrainerBackend):
         t0 = time.perf_counter()
         inputs, mask, rollout, adv = self._inputs(segs)
         t1 = time.perf_counter()
+        inputs = self._encode_images(inputs)
+        t2 = time.perf_counter()
         ref = None
         if self.reference is not None:
             with torch.no_grad(), self._autocast():
                 ref = self._logprobs(self.reference, inputs, mask)
             self._sync()
-        t2 = time.perf_counter()
+        t3 = time.perf_counter()
         with self._autocast():
             logp = self._logprobs(self.model, inputs, mask)
         loss = grpo_token_loss(logp, rollout, adv, mask, algorithm=self.algorithm, normalizer=float(total),
                                ref_logprobs=ref, stats=stats)
         loss.backward()
         self._sync()
-        t3 = time.perf_counter()
+        t4 = time.perf_counter()
         times["inputs"] += t1 - t0
+        if "mm_encoder_outputs" in inputs:
+            times["vision"] += t2 - t1
         if ref is not None:
-            times["reference"] += t2 - t1
-        times["actor"] += t3 - t2
+            times["reference"] += t3 - t2
+        times["actor"] += t4 - t3
+
+    def _encode_images(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """Run the frozen vision tower once per micro-batch and hand its features to reference and actor.
+
+        The vision tower never trains and the reference starts as a copy of the
+        actor, so both would compute the same features; encoding once halves the
+        vision cost (transformers' ``mm_encoder_outputs`` input).
+        """
+        if "pixel_values" not in inputs or not self._accepts_encoder_outputs:
+            return inputs
+        with torch.no_grad(), self._autocast():
+            features = self.model.model.get_image_features(inputs["pixel_values"], inputs["image_grid_thw"],
+                                                           return_dict=True)
+        self._sync()
+        shared = {k: v for k, v in inputs.items() if k != "pixel_values"}
+        shared["mm_encoder_outputs"] = {"image": features}
+        return shared
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
@@ -250,6 +274,7 @@ class TorchTrainer(TrainerBackend):
         out: list[list[float]] = []
         for seg in segments:
             inputs, mask, _, _ = self._inputs([seg])
+            inputs = self._encode_images(inputs)
             with self._autocast():
                 lp = self._logprobs(module, inputs, mask)
             out.append((lp[0] * mask[0]).tolist())

@@ -204,3 +204,16 @@ def test_registered_as_torch(plugins, policy_model) -> None:
     trainer = registry.create("torch", {"device": "cpu", "micro_batch_tokens": 4096}, model=policy_model,
                               algorithm=ALGO, seed=3)
     assert isinstance(trainer, TorchTrainer) and trainer.options.micro_batch_tokens == 4096
+
+
+def test_encoding_images_once_for_reference_and_actor_changes_nothing(policy_model, make_segment) -> None:
+    trainer = _trainer(policy_model)
+    segments = _segments(make_segment)
+    assert trainer._accepts_encoder_outputs
+    shared = trainer.recompute_logprobs(segments) + trainer.recompute_logprobs(segments, reference=True)
+    trainer._accepts_encoder_outputs = False  # the plain path: each model runs its own vision tower
+    separate = trainer.recompute_logprobs(segments) + trainer.recompute_logprobs(segments, reference=True)
+    for a, b in zip(shared, separate):
+        assert a == pytest.approx(b, abs=1e-6)
+    _on_policy(trainer, segments)
+    assert trainer.train_step(segments)["time/vision_encoder"] == 0.0

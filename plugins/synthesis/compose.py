@@ -22,6 +22,7 @@ import json
 import math
 import re
 from collections import Counter
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from core.types import Evaluator, Task
@@ -156,6 +157,13 @@ def chain_evaluators(tasks: Sequence[Task]) -> Evaluator:
                      postconfig=postconfig, code="\n\n\n".join(code_parts) or None)
 
 
+def asset_dir(task: Task) -> str | None:
+    """Where ``task``'s relative asset paths resolve (the environments' ``metadata.task_dir`` convention)."""
+    if task.metadata.get("task_dir"):
+        return str(task.metadata["task_dir"])
+    return str(Path(task.source_dir).resolve()) if task.source_dir else None
+
+
 def compose_task(tasks: Sequence[Task], *, task_id: str, instruction: str, explanation: str, difficulty: str,
                  estimated_steps: int) -> Task:
     """The harder task: the shared setup, a combined instruction, the chained judges."""
@@ -166,8 +174,8 @@ def compose_task(tasks: Sequence[Task], *, task_id: str, instruction: str, expla
     task = Task(id=task_id, instruction=instruction, snapshot=first.snapshot or first.domain, source="verigen-compose",
                 config=list(first.config), related_apps=apps, evaluator=chain_evaluators(tasks), metadata=metadata,
                 new_id=f"{task_id}_compose")
-    if first.source_dir is not None:
-        task._source_dir = first.source_dir  # relative assets ({TASK_ASSETS}) resolve as for the parents
+    if asset_dir(first):
+        task.metadata["task_dir"] = asset_dir(first)  # relative asset paths resolve as for the parents
     task.metadata["getters"] = sorted({str(c.get("type")) for c in (task.evaluator.result or []) if c})
     task.metadata["metrics"] = list(task.evaluator.funcs)
     return task

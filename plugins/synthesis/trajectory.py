@@ -27,7 +27,7 @@ from core.tasks import load_tasks
 from core.types import Observation, Screenshot, Task
 
 from plugins.synthesis import prompts
-from plugins.synthesis.compose import cluster, compose_task
+from plugins.synthesis.compose import asset_dir, cluster, compose_task
 from plugins.synthesis.knowledge import KnowledgeBase
 from plugins.synthesis.llm import LLMClient, LLMOptions, ReplyFormatError, Usage, user_message
 from plugins.synthesis.proposer import gather_proposals
@@ -70,10 +70,7 @@ class TrajectoryProposer(Proposer):
         self.options = options
         self.rollouts = load_rollouts(_resolve(options.rollouts, base_dir))
         self.rates = pass_rates(self.rollouts, _resolve(options.pass_rates, base_dir) if options.pass_rates else None)
-        from environments.tasks import resolve_placeholders
-
-        # derived tasks keep their parents' files: {TASK_ASSETS} becomes the parents' absolute asset directory
-        self.tasks = {t.id: resolve_placeholders(t) for t in load_tasks(options.tasks, base_dir=base_dir)}
+        self.tasks = {t.id: t for t in load_tasks(options.tasks, base_dir=base_dir)}
         self.knowledge = KnowledgeBase.load(options.knowledge_dirs)
         self.client = LLMClient(options, role="proposer", environ=environ)
         unknown = sorted({r.task_id for r in self.rollouts} - set(self.tasks))
@@ -192,9 +189,10 @@ def _evenly_spaced(items: list[Any], count: int) -> list[Any]:
 
 
 def _inherit_assets(child: Task, parent: Task) -> None:
-    """A derived task resolves relative assets where its parent does."""
-    if parent.source_dir is not None:
-        child._source_dir = parent.source_dir
+    """A derived task resolves relative asset paths where its parent does, also once exported elsewhere."""
+    task_dir = asset_dir(parent)
+    if task_dir:
+        child.metadata["task_dir"] = task_dir
 
 
 def _resolve(path: str, base_dir: Path | None) -> Path:

@@ -148,10 +148,13 @@ def test_decompose_failed_and_compose_solved_on_real_desktops(tmp_path, capsys):
     folder = rows[SUB_FOLDER["instruction"]]
     assert folder.status == "accepted" and folder.parents == [FAILED["id"]]
     assert folder.task_json["metadata"]["deviation_step"] == 0 and folder.task_json["new_id"].endswith("_decompose")
+    # derived tasks resolve relative asset paths where their parents do, wherever they are exported
+    assert folder.task_json["metadata"]["task_dir"] == str((tmp_path / "pool").resolve())
     ab = rows[AB]
     assert ab.status == "accepted" and sorted(ab.parents) == sorted([A["id"], B["id"]])
     assert ab.task_json["evaluator"]["conj"] == "and" and len(ab.task_json["evaluator"]["func"]) == 2
     assert (ab.initial_score, ab.final_score) == (0.0, 1.0)
+    assert ab.task_json["metadata"]["task_dir"] == str((tmp_path / "pool").resolve())
     cd = rows[CD]
     assert (cd.status, cd.stage, cd.final_score) == ("rejected", "checker", 0.0)
     assert "judge scored the reached state 0" in cd.reason

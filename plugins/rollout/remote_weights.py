@@ -54,8 +54,12 @@ class WeightTransferOptions(BaseModel):
                           "routes to the server)"
     )
     master_port: int = Field(0, ge=0, le=65535, description="rendezvous port on the trainer (0: a free port)")
-    bucket_bytes: int = Field(256 << 20, ge=1, description="bytes per /update_weights call (one packed broadcast)")
-    packed: bool = Field(True, description="broadcast each bucket as one buffer (False: one broadcast per tensor)")
+    bucket_bytes: int = Field(256 << 20, ge=1, description="bytes of weights per /update_weights call")
+    packed: bool = Field(True, description="broadcast tensors packed into buffers (False: one broadcast per tensor)")
+    packed_buffer_bytes: int | None = Field(
+        None, ge=1, description="bytes per packed broadcast (default: 4 MiB for gloo, whose loopback/TCP throughput "
+                                "peaks there, and the whole bucket for nccl)"
+    )
     pause_generation: bool = Field(True, description="pause the server's generation during each update session")
     timeout_s: float = Field(600.0, gt=0, description="rendezvous, broadcast and HTTP timeout of a weight update")
 
@@ -86,7 +90,7 @@ class RemoteWeightSync:
             try:
                 self._post("/start_weight_update", {"is_checkpoint_format": True})
                 for bucket in bucket_tensors(tensors, self.options.bucket_bytes):
-                    info = UpdateInfo.for_tensors(bucket, packed=self.options.packed, buffer_bytes=self.options.bucket_bytes)
+                    info = UpdateInfo.for_tensors(bucket, packed=self.options.packed, buffer_bytes=self._buffer_bytes)
                     self._while_posting("/update_weights", {"update_info": info.as_json()},
                                         lambda: transport.send(info, bucket))
                 self._post("/finish_weight_update", None)
@@ -98,6 +102,12 @@ class RemoteWeightSync:
             raise
         self.updates += 1
         log.debug("remote weights updated", tensors=len(tensors), updates=self.updates)
+
+    @property
+    def _buffer_bytes(self) -> int:
+        if self.options.packed_buffer_bytes is not None:
+            return self.options.packed_buffer_bytes
+        return min(self.options.bucket_bytes, 4 << 20) if self.options.backend == "gloo" else self.options.bucket_bytes
 
     # -- rendezvous ---------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ import time
 import uuid
 from typing import Any, Mapping, Sequence
 
-from core.interfaces import ChatRenderer, Generation, GenerationRequest, Message
+from core.interfaces import ChatRenderer, Generation, GenerationRequest, Message, PolicyModel
 from core.types import Screenshot
 
 DEFAULT_MAX_TOKENS = 16  # vLLM's completions default

@@ -20,11 +20,15 @@ pytestmark = [pytest.mark.desktop, pytest.mark.slow]
 
 TASKS = load_bundled_tasks()
 WORKERS = 3
+#: the oracles wait explicitly where an application needs time, so the per-action pause before each
+#: screenshot can be shorter than an agent's default (0.3 s): it saves about a third of the suite's time
+BACKEND_OPTIONS = {"settle_s": 0.1}
 
 
 @pytest.fixture(scope="module")
 def report() -> dict:
-    result = asyncio.run(envcheck.check_tasks(TASKS, workers=WORKERS, plugins=load_plugins(environ={})))
+    result = asyncio.run(envcheck.check_tasks(TASKS, workers=WORKERS, backend_options=BACKEND_OPTIONS,
+                                              plugins=load_plugins(environ={})))
     print(json.dumps({k: v for k, v in result.items() if k != "results"}))  # wall time in the test log
     return result
 

@@ -263,6 +263,8 @@ class LocalDesktopBackend(EnvironmentBackend):
             self.work_dir = Path(run_dir) / "envs"
         else:
             self.work_dir = Path(tempfile.mkdtemp(prefix="scalecua-desktops-"))
+        # absolute: the probe and the apps run with other working directories
+        self.work_dir = self.work_dir.resolve()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         if options.home_template:
             self.template = Path(options.home_template)

@@ -24,32 +24,43 @@ class MicroBatch:
         return self.max_len * len(self.indices)
 
 
-def plan_micro_batches(segments: Sequence[Segment], token_budget: int, *, max_items: int | None = None) -> list[MicroBatch]:
+def plan_micro_batches(
+    segments: Sequence[Segment], token_budget: int, *, max_items: int | None = None, max_padding: float = 0.25
+) -> list[MicroBatch]:
     """Group segments so each micro-batch's padded size (rows x longest row) stays within ``token_budget``.
 
-    Longest first, so similar lengths share a batch and padding stays small; the
-    order is deterministic for a given input. A segment longer than the budget
-    gets a micro-batch of its own (logged: raise the budget or shorten segments).
+    Longest first, so similar lengths share a batch; a batch is also closed when
+    adding a row would make more than ``max_padding`` of its padded size padding
+    (padding costs as much compute as real tokens). The order is deterministic
+    for a given input. A segment longer than the budget gets a micro-batch of its
+    own (logged: raise the budget or shorten segments).
     """
     if token_budget < 1:
         raise ValueError(f"token budget must be >= 1, got {token_budget}")
     if max_items is not None and max_items < 1:
         raise ValueError(f"max_items must be >= 1, got {max_items}")
+    if not 0 <= max_padding < 1:
+        raise ValueError(f"max_padding must be a fraction in [0, 1), got {max_padding}")
     order = sorted(range(len(segments)), key=lambda i: (-segments[i].num_tokens, i))
     batches: list[MicroBatch] = []
     current: list[int] = []
     current_max = 0
+    current_tokens = 0
     for i in order:
         n = segments[i].num_tokens
         if n > token_budget:
             log.warning("segment exceeds the micro-batch token budget; it gets a micro-batch of its own",
                         segment=f"{segments[i].trajectory_id}#{segments[i].index}", tokens=n, budget=token_budget)
-        fits = current and max(current_max, n) * (len(current) + 1) <= token_budget
-        if current and (not fits or (max_items is not None and len(current) >= max_items)):
-            batches.append(MicroBatch(tuple(current), current_max))
-            current, current_max = [], 0
+        if current:
+            padded = max(current_max, n) * (len(current) + 1)
+            full = padded > token_budget or (max_items is not None and len(current) >= max_items)
+            wasteful = (padded - current_tokens - n) > max_padding * padded
+            if full or wasteful:
+                batches.append(MicroBatch(tuple(current), current_max))
+                current, current_max, current_tokens = [], 0, 0
         current.append(i)
         current_max = max(current_max, n)
+        current_tokens += n
     if current:
         batches.append(MicroBatch(tuple(current), current_max))
     return batches

@@ -57,6 +57,9 @@ class TorchTrainerOptions(BaseModel):
         16384, ge=1, description="padded tokens per micro-batch (rows x longest row); gradients accumulate over them"
     )
     max_micro_batch_items: int | None = Field(None, ge=1, description="at most this many segments per micro-batch")
+    max_padding: float = Field(
+        0.25, ge=0, lt=1, description="close a micro-batch before padding exceeds this share of its padded tokens"
+    )
     logprob_chunk_size: int = Field(1024, ge=1, description="positions per language-model-head chunk")
     gradient_checkpointing: bool = Field(False, description="recompute decoder activations in backward (long contexts)")
 
@@ -183,7 +186,7 @@ class TorchTrainer(TrainerBackend):
             return {"loss/tokens": 0.0, "batch/segments": float(len(segments))}
         started = time.perf_counter()
         batches = plan_micro_batches(segments, self.options.micro_batch_tokens,
-                                     max_items=self.options.max_micro_batch_items)
+                                     max_items=self.options.max_micro_batch_items, max_padding=self.options.max_padding)
         times = {"inputs": 0.0, "vision": 0.0, "reference": 0.0, "actor": 0.0}
         stats = StepStats()
         self.model.train()

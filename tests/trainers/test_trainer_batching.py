@@ -21,11 +21,12 @@ def _seg(n: int, i: int) -> Segment:
 
 @settings(max_examples=60, deadline=None)
 @given(lengths=st.lists(st.integers(1, 50), min_size=0, max_size=30), budget=st.integers(1, 120),
-       max_items=st.one_of(st.none(), st.integers(1, 5)))
+       max_items=st.one_of(st.none(), st.integers(1, 5)), max_padding=st.sampled_from([0.0, 0.25, 0.9]))
 def test_every_segment_lands_in_exactly_one_micro_batch_within_budget(lengths: list[int], budget: int,
-                                                                       max_items: int | None) -> None:
+                                                                       max_items: int | None,
+                                                                       max_padding: float) -> None:
     segments = [_seg(n, i) for i, n in enumerate(lengths)]
-    batches = plan_micro_batches(segments, budget, max_items=max_items)
+    batches = plan_micro_batches(segments, budget, max_items=max_items, max_padding=max_padding)
     seen = sorted(i for b in batches for i in b.indices)
     assert seen == list(range(len(segments)))
     for batch in batches:
@@ -33,14 +34,21 @@ def test_every_segment_lands_in_exactly_one_micro_batch_within_budget(lengths: l
         assert batch.padded_tokens <= budget or len(batch.indices) == 1
         if max_items is not None:
             assert len(batch.indices) <= max_items
+        real = sum(lengths[i] for i in batch.indices)
+        assert batch.padded_tokens - real <= max_padding * batch.padded_tokens or len(batch.indices) == 1
 
 
 def test_micro_batches_pack_similar_lengths() -> None:
     segments = [_seg(n, i) for i, n in enumerate([10, 40, 11, 39, 12])]
     batches = plan_micro_batches(segments, 80)
     assert [b.indices for b in batches] == [(1, 3), (4, 2, 0)]
+    # with a huge budget, padding bounds the batches: 40+39+12 pads 29 of 120 (< 25%), adding 11 would pad 36%
+    assert [b.indices for b in plan_micro_batches(segments, 10_000)] == [(1, 3, 4), (2, 0)]
+    assert len(plan_micro_batches(segments, 10_000, max_padding=0.9)) == 1
     with pytest.raises(ValueError, match="budget"):
         plan_micro_batches(segments, 0)
+    with pytest.raises(ValueError, match="max_padding"):
+        plan_micro_batches(segments, 80, max_padding=1.0)
 
 
 def test_buckets_respect_the_byte_limit() -> None:

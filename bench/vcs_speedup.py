@@ -1,0 +1,297 @@
+"""Training-step time of step-wise vs sliding-window segmentation on identical recorded rollouts.
+
+``python bench/vcs_speedup.py [--quick] [--tasks B] [--rollouts n] [--turns T] ...`` prints one JSON object
+on stdout (logs go to stderr).
+
+What is measured: rollouts are recorded once (seeded) — n rollouts x B tasks, T turns each, a synthetic
+WxH screenshot after every action and a few hundred sampled response tokens per turn. The same recorded
+rollouts are cut by the registered ``step-wise`` segmenter and by ``sliding-window`` (K = Delta = 5), group
+advantages are assigned, and one optimizer step of the ``torch`` trainer runs on each item set from the same
+initial weights (tiny random Qwen3-VL, KL to a frozen reference on, as in the paper). The compared time is
+the paper's training-step time: reference logprobs + actor update (forward, backward, optimizer), with the
+frozen vision tower's forward (run once per micro-batch, shared by both) counted in. Image preprocessing (PIL resize/normalize, ``time/inputs``) is reported separately. Token and item counts explain
+the ratio: total tokens and image tokens processed, the sum of squared item lengths (attention cost),
+items, peak item length.
+
+The paper reports 750 s -> 265 s per step (2.83x) with 8 nodes of GPUs on Qwen3.5-9B; this runs a ~1 M
+parameter model on CPU, so B (and with ``--quick`` also n, T, the screenshot size and response length) is
+reduced and the JSON says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
+
+from core import logs  # noqa: E402
+from core.config import AlgorithmSection  # noqa: E402
+from core.pluginmanager import load_plugins  # noqa: E402
+from core.types import EpisodeStatus, Judgement, Observation, RolloutGroup, Screenshot, Trajectory  # noqa: E402
+
+PAPER = {"step_wise_s": 750.0, "sliding_window_s": 265.0, "ratio": 2.83, "model": "Qwen3.5-9B", "hardware": "GPUs"}
+WORDS = ("the", "cell", "click", "menu", "file", "save", "column", "row", "value", "open", "dialog", "button",
+         "I", "will", "now", "type", "into", "sheet", "then", "press", "enter", "check", "result", "formula",
+         "left_click(x=412, y=233)", "type(text='=SUM(B2:B11)')", "key(keys=['ctrl', 's'])", "scroll", "toolbar")
+SYSTEM_PROMPT = ("You control a Linux desktop. Act with one action per turn, e.g. left_click(x=500, y=300), "
+                 "type(text='...'), key(keys=['ctrl', 's']), scroll(direction='down', amount=3), done().")
+
+
+def synthetic_screenshot(rng: np.random.Generator, width: int, height: int) -> Screenshot:
+    """A desktop-like PNG: a background, a title bar and random windows/buttons (distinct per turn)."""
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGB", (width, height), tuple(int(c) for c in rng.integers(180, 240, 3)))
+    draw = ImageDraw.Draw(image)
+    draw.rectangle((0, 0, width, height // 25), fill=(40, 40, 60))
+    for _ in range(14):
+        x0, y0 = int(rng.integers(0, width - 20)), int(rng.integers(height // 25, height - 20))
+        x1, y1 = x0 + int(rng.integers(20, width // 3)), y0 + int(rng.integers(12, height // 4))
+        draw.rectangle((x0, y0, x1, y1), fill=tuple(int(c) for c in rng.integers(0, 255, 3)), outline=(0, 0, 0))
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG", compress_level=1)
+    return Screenshot(png=buffer.getvalue(), width=width, height=height)
+
+
+def sampled_response(renderer: Any, rng: np.random.Generator, low: int, high: int) -> list[int]:
+    """Reasoning + action text of ``low..high`` tokens (real words, so re-tokenizing history is realistic)."""
+    target = int(rng.integers(low, high + 1))
+    ids: list[int] = []
+    words: list[str] = []
+    while len(ids) < target:
+        words.extend(str(w) for w in rng.choice(WORDS, size=max(8, (target - len(ids)) // 2)))
+        ids = renderer.encode_text(" ".join(words))
+    return ids[:target] + [renderer.stop_ids[0]]
+
+
+def record_rollouts(renderer: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """n rollouts x B tasks of T turns: sampled response ids + logprobs and the screenshot after each action."""
+    rng = np.random.default_rng(args.seed)
+    episodes = []
+    for b in range(args.tasks):
+        first = synthetic_screenshot(rng, args.width, args.height)  # every rollout of a task starts alike
+        for j in range(args.rollouts):
+            turns = []
+            for _ in range(args.turns):
+                ids = sampled_response(renderer, rng, *args.response_tokens)
+                logprobs = [float(x) for x in rng.uniform(-2.5, -0.05, size=len(ids))]
+                turns.append({"ids": ids, "logprobs": logprobs, "text": renderer.decode(ids[:-1]),
+                              "screenshot": synthetic_screenshot(rng, args.width, args.height)})
+            episodes.append({"task_id": f"task{b}", "trajectory_id": f"task{b}/{j}", "first": first,
+                             "instruction": f"Finish task {b}: fill the table, save it as report_{b}.xlsx",
+                             "turns": turns, "success": float(j % 2 == 0 or rng.random() < 0.3)})
+    return episodes
+
+
+def segment(segmenter: Any, renderer: Any, episodes: list[dict[str, Any]]) -> tuple[list[RolloutGroup], float]:
+    """Replay the recorded episodes through a segmenter; rewards and advantages as the loop assigns them."""
+    started = time.perf_counter()
+    groups: dict[str, list[Trajectory]] = {}
+    for ep in episodes:
+        ctx = segmenter.start(renderer=renderer, trajectory_id=ep["trajectory_id"], task_id=ep["task_id"],
+                              system_prompt=SYSTEM_PROMPT, instruction=ep["instruction"],
+                              observation=Observation(screenshot=ep["first"]))
+        for turn in ep["turns"]:
+            ctx.prompt()
+            ctx.add_response(turn["ids"], turn["logprobs"], turn["text"])
+            ctx.add_observation(Observation(screenshot=turn["screenshot"], text="Action executed."))
+        traj = Trajectory(ep["trajectory_id"], ep["task_id"], ep["task_id"], status=EpisodeStatus.COMPLETED,
+                          judgement=Judgement(score=ep["success"]), segments=ctx.finish())
+        groups.setdefault(ep["task_id"], []).append(traj)
+    return [RolloutGroup(task, trajs) for task, trajs in groups.items()], time.perf_counter() - started
+
+
+def item_stats(segments: list[Any], image_pad_id: int) -> dict[str, float]:
+    lengths = [s.num_tokens for s in segments]
+    image_tokens = sum(sum(1 for t in s.input_ids if t == image_pad_id) for s in segments)
+    return {
+        "items": len(segments),
+        "items_per_episode": None,  # filled by the caller
+        "tokens": sum(lengths),
+        "image_tokens": image_tokens,
+        "text_tokens": sum(lengths) - image_tokens,
+        "trainable_tokens": sum(s.num_trainable for s in segments),
+        "images": sum(len(s.images) for s in segments),
+        "peak_item_tokens": max(lengths),
+        "mean_item_tokens": round(sum(lengths) / len(lengths), 1),
+        "sum_squared_item_tokens": float(sum(n * n for n in lengths)),
+    }
+
+
+def run_variant(name: str, plugins: Any, model: Any, algorithm: AlgorithmSection, episodes: list[dict[str, Any]],
+                segmenter_name: str, segmenter_options: dict[str, Any], args: argparse.Namespace,
+                warmup: list[Any]) -> dict[str, Any]:
+    renderer = model.renderer()
+    segmenter = plugins.registry("segmenter").create(segmenter_name, segmenter_options)
+    groups, seg_seconds = segment(segmenter, renderer, episodes)
+    from trainers.objective import assign_advantages
+
+    assign_advantages(groups, algorithm)
+    segments = [s for g in groups for t in g.trajectories for s in t.segments]
+    stats = item_stats(segments, renderer.image_pad_id)
+    stats["items_per_episode"] = round(len(segments) / len(episodes), 2)
+    budget = max(args.micro_batch_tokens, stats["peak_item_tokens"])
+    trainer = plugins.registry("trainer").create(
+        "torch", {"device": args.device, "micro_batch_tokens": budget}, model=model, algorithm=algorithm, seed=0)
+    trainer.train_step(warmup)  # first-call overheads (allocator, kernel selection) stay out of the timing
+    trainer.model.load_state_dict(trainer.reference.state_dict())  # back to the initial weights
+    trainer.optimizer.state.clear()
+    log_line = f"{name}: {stats['items']} items, {stats['tokens']} tokens; training step ..."
+    print(log_line, file=sys.stderr, flush=True)
+    metrics = trainer.train_step(segments)
+    trainer.close()
+    timed = metrics["time/actor_update"] + metrics["time/reference_logprobs"] + metrics["time/vision_encoder"]
+    return {
+        "segmenter": segmenter_name,
+        "options": segmenter_options,
+        **stats,
+        "micro_batches": int(metrics["batch/micro_batches"]),
+        "padded_tokens": int(metrics["batch/padded_tokens"]),
+        "segmentation_s": round(seg_seconds, 3),
+        "vision_encoder_s": round(metrics["time/vision_encoder"], 3),
+        "reference_logprobs_s": round(metrics["time/reference_logprobs"], 3),
+        "actor_update_s": round(metrics["time/actor_update"], 3),
+        "train_step_s": round(timed, 3),
+        "image_preprocessing_s": round(metrics["time/inputs"], 3),
+        "tokens_per_s": round(stats["tokens"] / timed, 1),
+    }
+
+
+def explain(step: dict[str, Any], window: dict[str, Any], ratio: float) -> str:
+    tok = step["tokens"] / window["tokens"]
+    img = step["image_tokens"] / max(window["image_tokens"], 1)
+    txt = step["text_tokens"] / max(window["text_tokens"], 1)
+    sq = step["sum_squared_item_tokens"] / window["sum_squared_item_tokens"]
+    parts = [
+        f"Step-wise turns each of the {step['items_per_episode']:g} turns of an episode into an item that re-reads "
+        f"the whole text history, so it processes {txt:.2f}x the text tokens of sliding-window; sliding-window "
+        f"re-reads each kept screenshot in up to two segments, so step-wise processes only {img:.2f}x its image "
+        f"tokens. Overall {tok:.2f}x the tokens and {sq:.2f}x the sum of squared item lengths (attention cost).",
+        f"The measured time ratio is {ratio:.2f}x (paper: {PAPER['ratio']}x).",
+    ]
+    if ratio < tok * 0.8:
+        parts.append(
+            "It is below the token ratio: per-token cost is not uniform here. This ~1 M-parameter model has a "
+            "128-wide language model, so on CPU the quadratic attention over long items and the vision tower "
+            "(full attention over each screenshot's patches) weigh far more than in a 9B model, where the "
+            "linear layers dominate; sliding-window items are the longest and carry the most screenshots.")
+    elif ratio > tok * 1.2:
+        parts.append("It is above the token ratio: step-wise pays per-item overheads (many small micro-batches, "
+                     "padding, per-item vision calls) on top of its extra tokens.")
+    else:
+        parts.append("It tracks the token ratio: at this scale the step time is close to linear in the tokens "
+                     "processed.")
+    if ratio < PAPER["ratio"]:
+        parts.append("Below the paper's 2.83x also because the paper's step-wise baseline ran on a GPU cluster "
+                     "with a 9B model, where the re-read text history dominates the cost even more.")
+    return " ".join(parts)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="small settings that finish in about a minute")
+    p.add_argument("--tasks", type=int, help="B: tasks per batch (default 1 on CPU, 2 on a GPU)")
+    p.add_argument("--rollouts", type=int, help="n: rollouts per task (default 8)")
+    p.add_argument("--turns", type=int, help="T: turns per episode (default 50)")
+    p.add_argument("--width", type=int, help="screenshot width (default 1280)")
+    p.add_argument("--height", type=int, help="screenshot height (default 800)")
+    p.add_argument("--response-tokens", type=int, nargs=2, metavar=("MIN", "MAX"),
+                   help="sampled tokens per response (default 150 450, as bench/segmentation.py)")
+    p.add_argument("--micro-batch-tokens", type=int, default=32768)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    import torch
+
+    gpu = torch.cuda.is_available() and args.device != "cpu"
+    full = {"tasks": 2 if gpu else 1, "rollouts": 8, "turns": 50, "width": 1280, "height": 800,
+            "response_tokens": [150, 450]}
+    quick = {"tasks": 1, "rollouts": 2, "turns": 12, "width": 640, "height": 400, "response_tokens": [40, 80]}
+    for key, value in (quick if args.quick else full).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logs.configure("warning")
+    import torch
+
+    started = time.perf_counter()
+    plugins = load_plugins(environ={})
+    model = plugins.registry("model").create("qwen-vl", {"tiny": {"family": "qwen3_vl"}, "seed": 0})
+    renderer = model.renderer()
+    algorithm = AlgorithmSection(n_rollouts=args.rollouts, batch_size=args.tasks)
+    episodes = record_rollouts(renderer, args)
+    print(f"recorded {len(episodes)} episodes in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    warmup = None
+    variants: dict[str, Any] = {}
+    for name, seg_name, seg_options in (
+        ("step-wise", "step-wise", {}),
+        ("sliding-window", "sliding-window", {"keep_images": 5, "min_removal": 5}),
+    ):
+        if warmup is None:
+            groups, _ = segment(plugins.registry("segmenter").create(seg_name, seg_options), renderer, episodes[:1])
+            warmup = groups[0].trajectories[0].segments[:1]
+            warmup[0].advantage = 1.0
+        variants[name] = run_variant(name, plugins, model, algorithm, episodes, seg_name, seg_options, args, warmup)
+    step, window = variants["step-wise"], variants["sliding-window"]
+    ratio = step["train_step_s"] / window["train_step_s"]
+    result = {
+        "benchmark": "vcs_speedup",
+        "settings": {
+            "quick": args.quick,
+            "tasks_B": args.tasks,
+            "rollouts_n": args.rollouts,
+            "turns_T": args.turns,
+            "episodes": len(episodes),
+            "screenshot": [args.width, args.height],
+            "response_tokens": list(args.response_tokens),
+            "model": {"family": "qwen3_vl", "tiny": True, **model.describe().get("tiny", {})},
+            "visual_tokens_per_screenshot": renderer.image_tokens(episodes[0]["first"]),
+            "trainer": {"backend": "torch", "device": args.device, "dtype": "float32", "kl_coef": algorithm.kl_coef,
+                        "micro_batch_tokens": args.micro_batch_tokens},
+            "torch_threads": torch.get_num_threads(),
+            "cpu_count": os.cpu_count(),
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() and args.device != "cpu" else None,
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "seed": args.seed,
+            "reduced": ("B=1 task on CPU (paper: 32; 16 in its ablations)" if not args.quick else
+                        "quick: B=1, n=2, T=12, 640x400 screenshots, 40-80 response tokens"),
+        },
+        "variants": variants,
+        "ratios_step_wise_over_sliding_window": {
+            "train_step_time": round(ratio, 3),
+            "vision_encoder_time": round(step["vision_encoder_s"] / window["vision_encoder_s"], 3),
+            "reference_logprobs_time": round(step["reference_logprobs_s"] / window["reference_logprobs_s"], 3),
+            "actor_update_time": round(step["actor_update_s"] / window["actor_update_s"], 3),
+            "tokens": round(step["tokens"] / window["tokens"], 3),
+            "text_tokens": round(step["text_tokens"] / window["text_tokens"], 3),
+            "image_tokens": round(step["image_tokens"] / window["image_tokens"], 3),
+            "sum_squared_item_tokens": round(step["sum_squared_item_tokens"] / window["sum_squared_item_tokens"], 3),
+            "items": round(step["items"] / window["items"], 3),
+        },
+        "paper": PAPER,
+        "explanation": explain(step, window, ratio),
+        "wall_s": round(time.perf_counter() - started, 1),
+    }
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 FOLDERS = ("Desktop", "Documents", "Downloads", "Pictures", "Music", "Videos", ".config", ".local/share", ".cache")
@@ -54,8 +55,15 @@ def write_default_template(path: Path) -> Path:
 
 def restore_home(template: Path, home: Path) -> None:
     """Make ``home`` an exact copy of ``template`` (the previous contents are deleted)."""
-    if home.exists():
-        shutil.rmtree(home, onerror=_force_remove)
+    for attempt in range(4):
+        if not home.exists():
+            break
+        try:
+            shutil.rmtree(home, onerror=_force_remove)
+        except OSError:
+            if attempt == 3:
+                raise
+            time.sleep(0.25 * (attempt + 1))  # a dying app was still writing into it
     shutil.copytree(template, home, symlinks=True)
 
 

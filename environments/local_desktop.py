@@ -178,7 +178,12 @@ class LocalDesktop(Environment):
 
     async def kill_apps(self) -> None:
         """Kill everything this desktop runs except the session itself (Xvfb, bus, WM, probe)."""
-        await asyncio.to_thread(display.sweep, self.env_id, keep=self._core_pids, grace_s=2.0)
+        # Apps fork while dying (Chromium's zygote, soffice.bin): sweep until nothing tagged is left.
+        for _ in range(5):
+            victims = await asyncio.to_thread(display.sweep, self.env_id, keep=self._core_pids, grace_s=2.0)
+            if not victims:
+                break
+            await asyncio.sleep(0.1)
 
     async def reset(self, task: Task) -> Observation:
         attempts = self.options.setup_retries + 1
@@ -263,6 +268,8 @@ class LocalDesktopBackend(EnvironmentBackend):
             self.work_dir = Path(run_dir) / "envs"
         else:
             self.work_dir = Path(tempfile.mkdtemp(prefix="scalecua-desktops-"))
+            # mkdtemp makes it 0700; the judge sandbox's unprivileged user must reach the homes (read-only)
+            self.work_dir.chmod(0o755)
         # absolute: the probe and the apps run with other working directories
         self.work_dir = self.work_dir.resolve()
         self.work_dir.mkdir(parents=True, exist_ok=True)

@@ -6,8 +6,11 @@ benchmark can count mismatches and a test can show them.
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from typing import Sequence
+
+import numpy as np
 
 from core.interfaces import ChatRenderer
 from core.types import Screenshot, Segment
@@ -34,18 +37,14 @@ class TrainedRun:
 
 
 def trained_runs(segment: Segment) -> list[TrainedRun]:
-    runs: list[TrainedRun] = []
-    previous = 0
-    for position, (token, mask, logprob) in enumerate(
-        zip(segment.input_ids, segment.loss_mask, segment.rollout_logprobs)
-    ):
-        if mask:
-            if not previous:
-                runs.append(TrainedRun(position, [], []))
-            runs[-1].ids.append(token)
-            runs[-1].logprobs.append(logprob)
-        previous = mask
-    return runs
+    """The maximal runs of mask-1 tokens of a segment."""
+    mask = np.asarray(segment.loss_mask, dtype=np.int8) != 0
+    edges = np.diff(np.concatenate(([0], mask.astype(np.int8), [0])))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    return [
+        TrainedRun(int(a), segment.input_ids[a:b], [float(x) for x in segment.rollout_logprobs[a:b]])
+        for a, b in zip(starts, ends)
+    ]
 
 
 def check_trained_once(segments: Sequence[Segment], responses: Sequence[SampledResponse]) -> list[str]:
@@ -95,9 +94,10 @@ def check_segment_shape(
         name = f"segment {position}"
         if (seg.trajectory_id, seg.task_id, seg.index) != (trajectory_id, task_id, position):
             problems.append(f"{name}: carries ({seg.trajectory_id}, {seg.task_id}, #{seg.index})")
-        if set(seg.loss_mask) - {0, 1}:
+        mask = np.asarray(seg.loss_mask)
+        if not np.isin(mask, (0, 1)).all():
             problems.append(f"{name}: loss mask values other than 0/1")
-        if any(lp != 0.0 for lp, m in zip(seg.rollout_logprobs, seg.loss_mask) if not m):
+        if np.any(np.asarray(seg.rollout_logprobs, dtype=np.float64)[mask == 0] != 0.0):
             problems.append(f"{name}: non-zero rollout logprob on a context token")
         if not any(seg.loss_mask):
             problems.append(f"{name}: nothing to train")
@@ -119,20 +119,42 @@ def check_stream_matches_template(context: StreamEpisode) -> list[str]:
     way); right after a (re-)tokenization the ids must be identical too.
     """
     renderer = context.renderer
-    rendered = renderer.render(context.history, add_generation_prompt=True)
     problems: list[str] = []
-    if not context.stream.responses and context.stream.ids != rendered.ids:
-        problems.append(f"turn {context.turn}: freshly tokenized stream differs from the template's ids")
+    if not context.stream.responses:
+        if context.stream.ids != renderer.render(context.history, add_generation_prompt=True).ids:
+            problems.append(f"turn {context.turn}: freshly tokenized stream differs from the template's ids")
     ids = list(context.stream.ids)
     closing = context.diff.closing
     for span in context.stream.responses:
         if closing and span.stopped:
             ids[span.end - 1] = closing[0]
-    if renderer.decode(ids) != renderer.decode(rendered.ids):
+    # Text compared with one placeholder per image (decoding thousands of pads is slow), runs compared apart.
+    stream_text, stream_runs = _collapsed(renderer, ids)
+    render_text = getattr(renderer, "render_text", None)
+    if render_text is not None:  # the template's own text (one placeholder per image), no tokenizer involved
+        template_text = render_text(context.history, add_generation_prompt=True)
+        images = [part for m in context.history for part in m.content if isinstance(part, Screenshot)]
+    else:
+        rendered = renderer.render(context.history, add_generation_prompt=True)
+        template_text, images = _collapsed(renderer, rendered.ids)[0], rendered.images
+    if stream_runs != [renderer.image_tokens(image) for image in images]:
+        problems.append(f"turn {context.turn}: stream image placeholders differ from the template's")
+    if unicodedata.normalize("NFC", stream_text) != unicodedata.normalize("NFC", template_text):
         problems.append(f"turn {context.turn}: stream text differs from the template's rendering of the history")
-    if context.stream.images != rendered.images:
+    if context.stream.images != images:
         problems.append(f"turn {context.turn}: stream images differ from the history's kept screenshots")
     return problems
+
+
+def _collapsed(renderer: ChatRenderer, ids: Sequence[int]) -> tuple[str, list[int]]:
+    """Decoded text with one placeholder per image, and the placeholder run lengths."""
+    array = np.asarray(ids, dtype=np.int64)
+    is_pad = array == renderer.image_pad_id
+    edges = np.diff(np.concatenate(([0], is_pad.astype(np.int8), [0])))
+    runs = (np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)).tolist()
+    repeat = np.zeros_like(is_pad)
+    repeat[1:] = is_pad[1:] & is_pad[:-1]
+    return renderer.decode(array[~repeat].tolist()), runs
 
 
 def expected_sliding_segments(turns: int, observations: int, keep: int, removal: int) -> int:

@@ -55,7 +55,9 @@ class TokenStream:
         self.logprobs.extend([0.0] * len(ids))
         self.images.extend(images)
 
-    def append_response(self, turn: int, ids: Sequence[int], logprobs: Sequence[float], text: str, stopped: bool) -> None:
+    def append_response(
+        self, turn: int, ids: Sequence[int], logprobs: Sequence[float], text: str, stopped: bool
+    ) -> None:
         start = len(self.ids)
         self.ids.extend(ids)
         self.loss_mask.extend([1] * len(ids))
@@ -94,16 +96,13 @@ def images_within(renderer: ChatRenderer, images: Sequence[Screenshot], pads: in
 
 def image_runs(ids: Sequence[int], pad_id: int) -> list[int]:
     """Lengths of the runs of image placeholders in ``ids``."""
-    runs: list[int] = []
-    previous = False
-    for token in ids:
-        if token == pad_id:
-            if previous:
-                runs[-1] += 1
-            else:
-                runs.append(1)
-        previous = token == pad_id
-    return runs
+    import numpy as np
+
+    is_pad = np.asarray(ids, dtype=np.int64) == pad_id
+    if not is_pad.any():
+        return []
+    edges = np.diff(np.concatenate(([0], is_pad.astype(np.int8), [0])))
+    return (np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)).tolist()
 
 
 class TokenDiff:
@@ -117,10 +116,12 @@ class TokenDiff:
     policy actually saw.
     """
 
-    def __init__(self, renderer: ChatRenderer) -> None:
+    def __init__(self, renderer: ChatRenderer, *, text_level: bool = True) -> None:
         self.renderer = renderer
         self.closing = self._assistant_closing()
         self.rewrites = 0
+        # A renderer may offer the same diff computed on the template text (no full re-tokenization per turn).
+        self._appended = getattr(renderer, "render_appended", None) if text_level else None
 
     def _assistant_closing(self) -> list[int]:
         """What the template puts after an assistant message's text, from the stop token on (``<|im_end|>\\n``)."""
@@ -144,6 +145,10 @@ class TokenDiff:
 
     def observation(self, history: Sequence[Message], message: Message) -> tuple[list[int], list[Screenshot]]:
         """Ids (with generation prompt) and images that appending ``message`` to ``history`` adds."""
+        if self._appended is not None:
+            appended = self._appended(history, [message], add_generation_prompt=True)
+            if appended is not None:
+                return appended.ids, appended.images
         before = self.renderer.render(history, add_generation_prompt=False)
         after = self.renderer.render([*history, message], add_generation_prompt=True)
         n = len(before.ids)

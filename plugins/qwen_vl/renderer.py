@@ -61,6 +61,7 @@ class QwenVLRenderer(ChatRenderer):
         self._template_vars = dict(getattr(tokenizer, "special_tokens_map", {}) or {})
         self._added_ids, self._added_split = _added_token_splitter(tokenizer)
         self._encode_piece = lru_cache(maxsize=16384)(self._encode_piece_uncached)
+        self._backend = _plain_decoder(tokenizer)
 
     # -- ChatRenderer ---------------------------------------------------------------
 
@@ -77,6 +78,8 @@ class QwenVLRenderer(ChatRenderer):
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def decode(self, ids: Sequence[int], *, skip_special_tokens: bool = False) -> str:
+        if self._backend is not None:
+            return self._backend.decode(list(ids), skip_special_tokens=skip_special_tokens)
         return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
     # -- helpers --------------------------------------------------------------------
@@ -95,6 +98,26 @@ class QwenVLRenderer(ChatRenderer):
             add_generation_prompt=add_generation_prompt,
             **self._template_vars,
         )
+
+    def render_appended(
+        self, messages: Sequence[Message], new_messages: Sequence[Message], *, add_generation_prompt: bool
+    ) -> RenderedPrompt | None:
+        """What rendering ``messages + new_messages`` adds after rendering ``messages`` (no generation prompt).
+
+        Works on the template text and tokenizes only the added text, which is
+        exact when the added text begins with an added token (``<|im_start|>``):
+        tokenization never crosses one. None when the template does not simply
+        append (it rewrote earlier text); callers then diff full renderings.
+        """
+        before = self.render_text(messages, add_generation_prompt=False)
+        after = self.render_text([*messages, *new_messages], add_generation_prompt=add_generation_prompt)
+        if self._added_split is None or not after.startswith(before):
+            return None
+        suffix = after[len(before) :]
+        if suffix and not self._added_split.match(suffix):
+            return None
+        images = [part for m in new_messages for part in m.content if isinstance(part, Screenshot)]
+        return RenderedPrompt(ids=self.expand_image_pads(self.encode_template_text(suffix), images), images=images)
 
     def encode_template_text(self, text: str) -> list[int]:
         """``tokenizer.encode(text)``, tokenizing the pieces between added tokens once each (cached)."""
@@ -138,18 +161,31 @@ class QwenVLRenderer(ChatRenderer):
 
     def image_pad_runs(self, ids: Sequence[int]) -> list[tuple[int, int]]:
         """(start, length) of each run of expanded placeholders in ``ids``."""
-        runs: list[tuple[int, int]] = []
-        start = None
-        for i, token in enumerate(ids):
-            if token == self.image_pad_id:
-                if start is None:
-                    start = i
-            elif start is not None:
-                runs.append((start, i - start))
-                start = None
-        if start is not None:
-            runs.append((start, len(ids) - start))
-        return runs
+        return pad_runs(ids, self.image_pad_id)
+
+    def collapse_image_pads(self, ids: Sequence[int]) -> list[int]:
+        """One placeholder per image (vectorized: prompts hold thousands of pads per screenshot)."""
+        import numpy as np
+
+        array = np.asarray(ids, dtype=np.int64)
+        if array.size == 0:
+            return []
+        is_pad = array == self.image_pad_id
+        repeat = np.zeros_like(is_pad)
+        repeat[1:] = is_pad[1:] & is_pad[:-1]
+        return array[~repeat].tolist()
+
+
+def pad_runs(ids: Sequence[int], pad_id: int) -> list[tuple[int, int]]:
+    """(start, length) of each maximal run of ``pad_id`` in ``ids``."""
+    import numpy as np
+
+    is_pad = np.asarray(ids, dtype=np.int64) == pad_id
+    if not is_pad.any():
+        return []
+    edges = np.diff(np.concatenate(([0], is_pad.astype(np.int8), [0])))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    return [(int(a), int(b - a)) for a, b in zip(starts, ends)]
 
 
 def to_hf_message(message: Message) -> dict[str, Any]:
@@ -192,6 +228,22 @@ def _added_token_splitter(tokenizer: Any) -> tuple[dict[str, int], re.Pattern[st
     ids = {token.content: index for index, token in decoder.items()}
     alternatives = "|".join(re.escape(t) for t in sorted(ids, key=len, reverse=True))
     return ids, re.compile(f"({alternatives})")
+
+
+def _plain_decoder(tokenizer: Any) -> Any:
+    """The Rust tokenizer when ``tokenizer.decode`` adds nothing to it (no space clean-up for BPE).
+
+    ``PreTrainedTokenizerFast.decode`` first scans every id in Python, which
+    dominates decoding the tens of thousands of ids of a multimodal conversation.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return None
+    bpe = type(backend.model).__name__ == "BPE"
+    forced = getattr(tokenizer, "clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output", False)
+    if getattr(tokenizer, "clean_up_tokenization_spaces", False) and not (bpe and not forced):
+        return None
+    return backend
 
 
 def _token_id(vocab: dict[str, int], token: str) -> int:

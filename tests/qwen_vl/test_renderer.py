@@ -73,3 +73,30 @@ def test_bad_messages_are_named(qwen3):
         renderer.expand_image_pads([renderer.image_pad_id, 5, renderer.image_pad_id], SHOTS[:1])
     with pytest.raises(RenderError, match="1 image placeholders for 2 images"):
         renderer.expand_image_pads([renderer.image_pad_id, 5], SHOTS[:2])
+
+
+@settings(max_examples=40, deadline=None)
+@given(ids=st.lists(st.sampled_from([1, 2, 3, "pad"]), max_size=60))
+def test_fast_collapse_and_runs_match_the_plain_definitions(qwen3, ids):
+    from core.interfaces import ChatRenderer
+
+    renderer = qwen3.renderer()
+    ids = [renderer.image_pad_id if t == "pad" else t for t in ids]
+    assert renderer.collapse_image_pads(ids) == ChatRenderer.collapse_image_pads(renderer, ids)
+    runs, start = [], None
+    for i, t in enumerate(ids + [0]):
+        if t == renderer.image_pad_id and start is None:
+            start = i
+        elif t != renderer.image_pad_id and start is not None:
+            runs.append((start, i - start))
+            start = None
+    assert renderer.image_pad_runs(ids) == runs
+
+
+def test_fast_decode_equals_the_tokenizer(qwen3):
+    renderer = qwen3.renderer()
+    prompt = renderer.render([Message("user", ["déjà vu 数据 ", SHOTS[0]])], add_generation_prompt=True)
+    for skip in (False, True):
+        assert renderer.decode(prompt.ids, skip_special_tokens=skip) == renderer.tokenizer.decode(
+            prompt.ids, skip_special_tokens=skip
+        )

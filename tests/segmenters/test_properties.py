@@ -116,3 +116,19 @@ def test_step_wise_invariants(renderer, spec):
     for response in episode.responses[:-1]:
         text = response.text.removesuffix("<|im_end|>").removesuffix("<|endoftext|>")
         position = last_text.index(text, position) + len(text)
+
+
+@settings(max_examples=15, deadline=None)
+@given(spec=episodes, window=windows)
+def test_text_level_diff_equals_full_rendering_diff(renderer, spec, window):
+    """The renderer's text-level diff (fast path) gives the same streams as diffing full id renderings."""
+    from segmenters.stream import TokenDiff
+
+    episode = make_episode(renderer, spec)
+    options = SlidingWindowOptions(keep_images=window[0], min_removal=window[1])
+    fast, generic = SlidingWindowSegmenter(options), SlidingWindowSegmenter(options)
+    generic._diffs[renderer] = TokenDiff(renderer, text_level=False)
+    a, b = run_episode(fast, renderer, episode), run_episode(generic, renderer, episode)
+    assert a.prompts == b.prompts
+    assert [s.input_ids for s in a.segments] == [s.input_ids for s in b.segments]
+    assert generic._diffs[renderer].rewrites == 0

@@ -88,7 +88,8 @@ def test_prompt_format_and_markers(renderer):
     assert context.stream.loss_mask == [0] * len(ids)
     segments = context.finish()
     assert len(segments) == 1
-    assert segments[0].num_trainable == sum(len(renderer.encode_text(t)) + 1 for t in ("left_click(x=1, y=2)", "done()"))
+    trained = sum(len(renderer.encode_text(t)) + 1 for t in ("left_click(x=1, y=2)", "done()"))
+    assert segments[0].num_trainable == trained
 
 
 def test_observation_without_screenshot_or_feedback(renderer):

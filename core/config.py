@@ -44,6 +44,8 @@ class RunSection(_Strict):
     keep_checkpoints: int = Field(3, ge=1)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     tensorboard: bool = False
+    #: save every turn's screenshot beside the rollout records (for trajectory-guided synthesis)
+    save_screenshots: bool = False
 
 
 class PluginsSection(_Strict):

@@ -217,7 +217,7 @@ class TrainingRun:
                 sync_weights(c.trainer, c.engine)
         else:
             log.warning("no trainable segments this iteration", iteration=it)
-        write_rollouts(self.run_dir, it, kept)
+        write_rollouts(self.run_dir, it, kept, screenshots=self.cfg.run.save_screenshots)
         metrics.update(timer.as_metrics())
         return metrics
 

@@ -101,11 +101,18 @@ def rollout_metrics(groups: Sequence[RolloutGroup]) -> dict[str, float]:
     }
 
 
-def trajectory_record(traj: Trajectory) -> dict[str, Any]:
+def trajectory_record(traj: Trajectory, screenshot_paths: Mapping[int, str] | None = None) -> dict[str, Any]:
+    """One JSON line per trajectory: the format trajectory-guided synthesis reads.
+
+    ``screenshot_paths`` maps turn index -> PNG path relative to the JSONL file
+    (screenshots are only saved when the run asks for them).
+    """
+    shots = screenshot_paths or {}
     return {
         "trajectory_id": traj.trajectory_id,
         "task_id": traj.task_id,
         "group_id": traj.group_id,
+        "success": traj.success,
         "status": traj.status.value,
         "status_reason": traj.status_reason,
         "reward": traj.reward,
@@ -115,11 +122,11 @@ def trajectory_record(traj: Trajectory) -> dict[str, Any]:
         "turns": [
             {
                 "index": turn.index,
-                "response": turn.response_text,
+                "response_text": turn.response_text,
                 "actions": [a.model_dump(mode="json", exclude_none=True) for a in turn.actions],
                 "parse_error": turn.parse_error,
-                "screenshot": turn.observation.screenshot.digest
-                if turn.observation and turn.observation.screenshot else None,
+                "feedback": turn.observation.text if turn.observation else None,
+                "screenshot": shots.get(turn.index),
                 "duration_s": round(turn.duration_s, 3),
             }
             for turn in traj.turns
@@ -129,7 +136,10 @@ def trajectory_record(traj: Trajectory) -> dict[str, Any]:
     }
 
 
-def write_rollouts(run_dir: Path, iteration: int, groups: Sequence[RolloutGroup], tag: str = "iter") -> Path:
+def write_rollouts(
+    run_dir: Path, iteration: int, groups: Sequence[RolloutGroup], tag: str = "iter", *, screenshots: bool = False
+) -> Path:
+    """``rollouts/<tag>_NNNNNN.jsonl`` (+ ``rollouts/shots/<trajectory>-<turn>.png`` when ``screenshots``)."""
     directory = run_dir / "rollouts"
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{tag}_{iteration:06d}.jsonl"
@@ -137,6 +147,14 @@ def write_rollouts(run_dir: Path, iteration: int, groups: Sequence[RolloutGroup]
     with tmp.open("w", encoding="utf-8") as fh:
         for group in groups:
             for traj in group.trajectories:
-                fh.write(json.dumps(trajectory_record(traj), default=str) + "\n")
+                paths: dict[int, str] = {}
+                if screenshots:
+                    (directory / "shots").mkdir(exist_ok=True)
+                    for turn in traj.turns:
+                        if turn.observation is not None and turn.observation.screenshot is not None:
+                            rel = f"shots/{traj.trajectory_id}-{turn.index:02d}.png"
+                            (directory / rel).write_bytes(turn.observation.screenshot.png)
+                            paths[turn.index] = rel
+                fh.write(json.dumps(trajectory_record(traj, paths), default=str) + "\n")
     os.replace(tmp, path)
     return path

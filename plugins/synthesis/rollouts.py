@@ -8,9 +8,10 @@ A rollout file is JSON Lines, one trajectory per line::
                 "feedback": "text the agent saw next (may be null)", "parse_error": null,
                 "screenshot": "shots/it000003-t0001-r02-00.png"}, ...]}
 
-``screenshot`` (optional) is a PNG path relative to the file. Lines written
-from :class:`core.types.Trajectory` by :func:`rollout_record` have this
-shape; ``judgement.score`` stands in for ``success`` when that key is
+``screenshot`` (optional) is a PNG path relative to the file. The training
+loop writes exactly this shape (``core.metrics.trajectory_record``, into
+``<run_dir>/rollouts/iter_NNNNNN.jsonl``; screenshots with
+``run.save_screenshots: true``); ``judgement.score`` stands in for ``success`` when that key is
 missing. Per-task pass rates come from a JSON object ``{task_id: rate}``, or
 are computed from the rollouts.
 """
@@ -24,7 +25,6 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from core.errors import ConfigError
-from core.types import Trajectory
 
 
 @dataclass
@@ -47,23 +47,6 @@ class RecordedRollout:
     task_id: str
     success: bool
     steps: list[RecordedStep]
-
-
-def rollout_record(traj: Trajectory, screenshot_paths: Mapping[int, str] | None = None) -> dict[str, Any]:
-    """One JSONL line for ``traj`` (screenshots are written by the caller; pass their relative paths)."""
-    turns = []
-    for turn in traj.turns:
-        observation = turn.observation
-        turns.append({
-            "index": turn.index,
-            "response_text": turn.response_text,
-            "actions": [a.model_dump(mode="json", exclude_none=True) for a in turn.actions],
-            "feedback": observation.text if observation is not None else None,
-            "parse_error": turn.parse_error,
-            "screenshot": (screenshot_paths or {}).get(turn.index),
-        })
-    return {"trajectory_id": traj.trajectory_id, "task_id": traj.task_id, "success": traj.success,
-            "reward": traj.reward, "status": traj.status.value, "turns": turns}
 
 
 def _success(line: Mapping[str, Any]) -> bool:

@@ -239,10 +239,10 @@ class TrainingRun:
                 self.completed += 1
                 self.rng_at_completion = checkpoint.capture_rng()
                 metrics["time/iteration"] = round(time.perf_counter() - started, 4)
-                if self.completed % self.cfg.run.checkpoint_every == 0 or self.completed == self.cfg.run.iterations:
-                    with PhaseTimer().phase("checkpoint"):
-                        self.save_checkpoint(c)
+                # metrics first: a kill between the two redoes the iteration and drops its line on resume
                 self.metrics_log.append(metrics)
+                if self.completed % self.cfg.run.checkpoint_every == 0 or self.completed == self.cfg.run.iterations:
+                    self.save_checkpoint(c)
                 self.plugins.hook.scalecua_iteration_end(iteration=metrics["iteration"], metrics=metrics,
                                                          run_dir=self.run_dir)
                 self.display.end_iteration(metrics)

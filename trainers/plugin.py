@@ -11,3 +11,9 @@ def scalecua_register_trainers(registry):  # type: ignore[no-untyped-def]
         options="trainers.torch_backend:TorchTrainerOptions",
         description="GRPO/DAPO on a Hugging Face Qwen-VL model with PyTorch (CPU or one GPU), vision tower frozen",
     )
+    registry.register(
+        "torch-fsdp",
+        "trainers.fsdp:create_fsdp_trainer",
+        options="trainers.fsdp:FSDPTrainerOptions",
+        description="the torch backend sharded over processes with FSDP2 (torchrun -m trainers.fsdp_run, or Ray)",
+    )

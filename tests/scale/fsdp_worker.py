@@ -1,0 +1,78 @@
+"""One rank of the FSDP2 equality test (run by torchrun): two train steps, then every trained weight.
+
+Usage: ``python -m torch.distributed.run --nproc-per-node N tests/scale/fsdp_worker.py OUT_DIR [OPTIONS_JSON]``.
+Rank 0 writes ``metrics.json`` and ``weights.safetensors`` (full tensors gathered from the shards) to OUT_DIR.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from safetensors.torch import save_file  # noqa: E402
+
+from core.config import AlgorithmSection  # noqa: E402
+from tests.scale import batch  # noqa: E402
+from trainers.fsdp import FSDPTrainer, FSDPTrainerOptions  # noqa: E402
+
+
+def driven(out: Path) -> None:
+    """rank 0 drives through the factory's DrivenTrainer; the other ranks follow (trainers.fsdp_run)."""
+    import os
+
+    from trainers.fsdp import create_fsdp_trainer
+    from trainers.fsdp_run import DRIVER_ENV, follow
+
+    os.environ[DRIVER_ENV] = "1"
+    model = batch.policy_model()
+    trainer = create_fsdp_trainer(FSDPTrainerOptions(device="cpu", lr=1e-3, micro_batch_tokens=700), model=model,
+                                  algorithm=AlgorithmSection(kl_coef=0.01))
+    if dist.get_rank() != 0:
+        follow(trainer)
+        return
+    segments = batch.segments(model.renderer())
+    metrics = [trainer.train_step(segments), trainer.train_step(segments)]
+    weights = {name: t.clone() for bucket in trainer.export_weights(1 << 16) for name, t in bucket}
+    trainer.close()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps(metrics), encoding="utf-8")
+    save_file(weights, str(out / "weights.safetensors"))
+    (out / "driven.txt").write_text(type(trainer).__name__, encoding="utf-8")
+
+
+def main() -> None:
+    out = Path(sys.argv[1])
+    if sys.argv[2:] == ["driven"]:
+        torch.manual_seed(0)
+        driven(out)
+        dist.destroy_process_group()
+        return
+    options = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
+    checkpoint = options.pop("checkpoint", False)
+    torch.manual_seed(0)
+    model = batch.policy_model()
+    trainer = FSDPTrainer(FSDPTrainerOptions(device="cpu", lr=1e-3, **options), model=model,
+                          algorithm=AlgorithmSection(kl_coef=0.01))
+    segments = batch.segments(model.renderer())
+    metrics = [trainer.train_step(segments), trainer.train_step(segments)]
+    weights = {name: t.clone() for bucket in trainer.export_weights(1 << 16) for name, t in bucket}
+    if trainer.rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "metrics.json").write_text(json.dumps(metrics), encoding="utf-8")
+        save_file(weights, str(out / "weights.safetensors"))
+    if checkpoint:
+        trainer.save(out / "ckpt")
+        trainer.load(out / "ckpt")
+        again = trainer.train_step(segments)
+        if trainer.rank == 0:
+            (out / "after_load.json").write_text(json.dumps(again), encoding="utf-8")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -163,7 +163,9 @@ async def run_episode(
                 break
             context.add_observation(observation, feedback_text(actions, observation))
         traj.segments = context.finish()
+        judge_started = time.monotonic()
         traj.judgement = await _judge(deps, env, task, last_action, s)
+        traj.metadata["judge_s"] = time.monotonic() - judge_started
     except EnvironmentFault as exc:
         discard = True
         traj.status, traj.status_reason = EpisodeStatus.ENV_ERROR, str(exc)

@@ -97,6 +97,7 @@ def rollout_metrics(groups: Sequence[RolloutGroup]) -> dict[str, float]:
         "tokens/total": float(sum(s.num_tokens for s in segments)),
         "tokens/trainable": float(sum(s.num_trainable for s in segments)),
         "tokens/max_segment": float(max((s.num_tokens for s in segments), default=0)),
+        "judge/seconds_mean": statistics.fmean(float(t.metadata.get("judge_s", 0.0)) for t in trajectories),
         "judge/not_ok": float(sum(1 for t in trajectories if t.judgement and t.judgement.status.value != "ok")),
     }
 

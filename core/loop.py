@@ -278,5 +278,13 @@ def train(resolved: ResolvedConfig, plugins: Plugins, run_dir: Path, *, resume: 
         status = asyncio.run(_main(run, resume))
     except asyncio.CancelledError:
         status = "interrupted"
-    log.info("run finished", status=status, iterations=run.completed, run_dir=str(run_dir))
+    if run.metrics_log.read():
+        try:
+            from core.report import write_report
+
+            write_report(run_dir)  # plots next to the metrics, so a finished run is self-describing
+        except Exception as exc:  # a plotting problem must not turn a finished run into a failure
+            log.warning("could not write the report", error=str(exc))
+    log.info("run finished", status=status, iterations=run.completed, run_dir=str(run_dir),
+             report=str(run_dir / "report"))
     return 0 if status == "completed" else 130

@@ -17,3 +17,9 @@ def scalecua_register_rollout_engines(registry):  # type: ignore[no-untyped-def]
         options="plugins.rollout.openai_compatible:OpenAICompatibleOptions",
         description="remote generation on vllm serve / core.serve (token ids, logprobs, vLLM weight transfer)",
     )
+    registry.register(
+        "vllm",
+        "plugins.rollout.vllm_engine:create_vllm_engine",
+        options="plugins.rollout.vllm_engine:VLLMEngineOptions",
+        description="vLLM's in-process AsyncLLM (token-id prompts, tensor parallel, CUDA-IPC/NCCL weight transfer)",
+    )

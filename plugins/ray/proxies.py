@@ -1,0 +1,190 @@
+"""Driver-side stand-ins for the components that live in Ray actors.
+
+They implement the same interfaces (:class:`~core.interfaces.TrainerBackend`,
+:class:`~core.interfaces.RolloutEngine`, :class:`~core.interfaces.EnvironmentBackend`),
+so :mod:`core.loop` runs unchanged on top of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+import structlog
+
+from core.interfaces import (
+    Environment,
+    EnvironmentBackend,
+    Generation,
+    GenerationRequest,
+    JudgeExecutor,
+    RolloutEngine,
+    TrainerBackend,
+)
+from core.types import Action, Judgement, Observation, Segment, Task
+
+log = structlog.get_logger(__name__)
+
+
+def _ray() -> Any:
+    import ray
+
+    return ray
+
+
+class RayTrainer(TrainerBackend):
+    """All trainer ranks make every call (SPMD); rank 0 answers."""
+
+    def __init__(self, workers: Sequence[Any]) -> None:
+        self.workers = list(workers)
+
+    def _all(self, method: str, *args: Any) -> list[Any]:
+        ray = _ray()
+        refs = [ray.put(a) for a in args]  # one copy in the object store, shared by every rank
+        return ray.get([getattr(w, method).remote(*refs) for w in self.workers])
+
+    def train_step(self, segments: Sequence[Segment]) -> dict[str, float]:
+        return self._all("train_step", list(segments))[0]
+
+    def export_weights(self, bucket_bytes: int = 256 << 20) -> Iterator[list[tuple[str, Any]]]:
+        return iter(self._all("export_weights", bucket_bytes)[0])
+
+    def save(self, path: Path) -> None:
+        self._all("save", str(path))
+
+    def load(self, path: Path) -> None:
+        self._all("load", str(path))
+
+    def close(self) -> None:
+        self._all("close")
+
+
+class RayRolloutEngine(RolloutEngine):
+    """Requests go to the rollout worker with the fewest in flight; weight buckets go to every worker."""
+
+    def __init__(self, workers: Sequence[Any]) -> None:
+        self.workers = list(workers)
+        self.in_flight = [0] * len(self.workers)
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        index = min(range(len(self.workers)), key=lambda i: (self.in_flight[i], i))
+        self.in_flight[index] += 1
+        try:
+            return await self.workers[index].generate.remote(request)
+        finally:
+            self.in_flight[index] -= 1
+
+    def update_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
+        ray = _ray()
+        bucket = ray.put(list(weights))
+        ray.get([w.update_weights.remote(bucket) for w in self.workers])
+
+    async def close(self) -> None:
+        await asyncio.gather(*(w.close.remote() for w in self.workers), return_exceptions=True)
+
+
+class RemoteEnvironment(Environment):
+    """An environment held by an environment worker; calls travel to it."""
+
+    isolated = False
+    home_dir = None
+    client = None
+
+    def __init__(self, worker: Any, info: dict[str, Any]) -> None:
+        self.worker = worker
+        self.key = info["key"]
+        self.env_id = info["env_id"]
+        self.screen_size = tuple(info["screen_size"])
+        self.isolated = info["isolated"]
+
+    async def reset(self, task: Task) -> Observation:
+        return await self.worker.reset.remote(self.key, task)
+
+    async def step(self, action: Action) -> Observation:
+        return await self.worker.step.remote(self.key, action)
+
+    async def observe(self) -> Observation:
+        return await self.worker.observe.remote(self.key)
+
+    async def healthy(self) -> bool:
+        return await self.worker.healthy.remote(self.key)
+
+
+class RayEnvironmentPool(EnvironmentBackend):
+    """Environment pools of many workers (hosts) seen as one backend.
+
+    ``protocol`` is a local instance of the same environment kind, used only for
+    its agent protocol (system prompt, response parsing, task format): it never
+    starts an environment. Each worker holds at most ``capacity`` environments
+    at once; ``acquire`` rotates over the workers with room.
+    """
+
+    def __init__(self, workers: Sequence[Any], protocol: EnvironmentBackend, capacity: int) -> None:
+        self.workers = list(workers)
+        self.protocol = protocol
+        self.capacity = capacity
+        self._held = [0] * len(self.workers)
+        self._order = itertools.cycle(range(len(self.workers)))
+        self._free: asyncio.Condition | None = None
+        self._owner: dict[str, int] = {}
+
+    def _condition(self) -> asyncio.Condition:
+        if self._free is None:
+            self._free = asyncio.Condition()
+        return self._free
+
+    async def acquire(self) -> Environment:
+        cond = self._condition()
+        async with cond:
+            while True:
+                for _ in range(len(self.workers)):
+                    index = next(self._order)
+                    if self._held[index] < self.capacity:
+                        self._held[index] += 1
+                        break
+                else:
+                    await cond.wait()
+                    continue
+                break
+        try:
+            info = await self.workers[index].acquire.remote()
+        except BaseException:
+            await self._give_back(index)
+            raise
+        self._owner[info["key"]] = index
+        return RemoteEnvironment(self.workers[index], info)
+
+    async def _give_back(self, index: int) -> None:
+        cond = self._condition()
+        async with cond:
+            self._held[index] -= 1
+            cond.notify()
+
+    async def release(self, env: Environment, *, discard: bool = False) -> None:
+        assert isinstance(env, RemoteEnvironment)
+        index = self._owner.pop(env.key)
+        try:
+            await env.worker.release.remote(env.key, discard)
+        finally:
+            await self._give_back(index)
+
+    async def close(self) -> None:
+        await asyncio.gather(*(w.close.remote() for w in self.workers), return_exceptions=True)
+        await self.protocol.close()
+
+    def system_prompt(self, task: Task) -> str:
+        return self.protocol.system_prompt(task)
+
+    def parse_response(self, text: str) -> list[Action]:
+        return self.protocol.parse_response(text)
+
+    def convert_task(self, raw: Any) -> Task:
+        return self.protocol.convert_task(raw)
+
+    async def evaluate(self, env: Environment, task: Task, *, executor: JudgeExecutor | None, getters: Any,
+                       metrics: Any, last_action: Action | None) -> Judgement:
+        """Judged on the environment's worker, with that worker's executor and registries (next to the desktop)."""
+        assert isinstance(env, RemoteEnvironment)
+        return await env.worker.evaluate.remote(env.key, task, last_action)

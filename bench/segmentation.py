@@ -75,7 +75,8 @@ def paper_episode(renderer: Any, rng: random.Random, turns: int, shots: list[Scr
 
 
 def measure(name: str, make: Any, renderer: Any, episodes: list[SyntheticEpisode], window: int | None) -> dict:
-    items, tokens, image_tokens, trainable, peak, seconds, prompt_tokens, prompt_images = [], [], [], [], [], [], [], []
+    items, tokens, image_tokens, trainable, peak, prompt_tokens, prompt_images = [], [], [], [], [], [], []
+    seconds, cpu_seconds = [], []
     for episode in episodes:
         run = run_episode(make(), renderer, episode)
         segs = run.segments
@@ -85,6 +86,7 @@ def measure(name: str, make: Any, renderer: Any, episodes: list[SyntheticEpisode
         trainable.append(sum(s.num_trainable for s in segs))
         peak.append(max(s.num_tokens for s in segs))
         seconds.append(run.seconds)
+        cpu_seconds.append(run.cpu_seconds)
         prompt_tokens.extend(len(ids) for ids, _ in run.prompts)
         prompt_images.extend(len(images) for _, images in run.prompts)
     return {
@@ -100,6 +102,7 @@ def measure(name: str, make: Any, renderer: Any, episodes: list[SyntheticEpisode
         "rollout_prompt_tokens_peak": max(prompt_tokens),
         "rollout_prompt_images_peak": max(prompt_images),
         "segmentation_ms_per_episode": 1000 * statistics.mean(seconds),
+        "segmentation_cpu_ms_per_episode": 1000 * statistics.mean(cpu_seconds),
     }
 
 
@@ -197,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
             row["rollout_prompt_tokens_mean"] / whole["rollout_prompt_tokens_mean"], 3
         )
         for key in ("train_tokens_per_episode", "train_image_tokens_per_episode", "trainable_tokens_per_episode",
-                    "rollout_prompt_tokens_mean", "segmentation_ms_per_episode", "items_per_episode"):
+                    "rollout_prompt_tokens_mean", "segmentation_ms_per_episode", "segmentation_cpu_ms_per_episode",
+                    "items_per_episode"):
             row[key] = round(row[key], 2)
 
     report = {

@@ -51,7 +51,8 @@ class SyntheticEpisode:
 class EpisodeRun:
     segments: list[Segment]
     prompts: list[tuple[list[int], list[Screenshot]]]  # what the policy saw before each response
-    seconds: float  # time spent inside the segmenter
+    seconds: float  # wall time spent inside the segmenter
+    cpu_seconds: float  # CPU time of this process inside the segmenter (robust to a busy machine)
     context: EpisodeContext
     problems: list[str] = field(default_factory=list)
 
@@ -114,8 +115,8 @@ def run_episode(
     """Drive ``segmenter`` through ``episode`` as the rollout loop would."""
     prompts: list[tuple[list[int], list[Screenshot]]] = []
     problems: list[str] = []
-    spent = 0.0
-    start = time.perf_counter()
+    spent = cpu = 0.0
+    start, start_cpu = time.perf_counter(), time.process_time()
     context = segmenter.start(
         renderer=renderer,
         trajectory_id=trajectory_id,
@@ -124,17 +125,17 @@ def run_episode(
         instruction=episode.instruction,
         observation=episode.first,
     )
-    spent += time.perf_counter() - start
+    spent, cpu = spent + time.perf_counter() - start, cpu + time.process_time() - start_cpu
     for turn in episode.turns:
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         prompts.append(context.prompt())
         context.add_response(turn.response.ids, turn.response.logprobs, turn.response.text)
         if turn.observation is not None:
             context.add_observation(turn.observation, turn.feedback)
-        spent += time.perf_counter() - start
+        spent, cpu = spent + time.perf_counter() - start, cpu + time.process_time() - start_cpu
         if turn.observation is not None and after_observation is not None:
             problems.extend(after_observation(context))
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     segments = context.finish()
-    spent += time.perf_counter() - start
-    return EpisodeRun(segments, prompts, spent, context, problems)
+    spent, cpu = spent + time.perf_counter() - start, cpu + time.process_time() - start_cpu
+    return EpisodeRun(segments, prompts, spent, cpu, context, problems)

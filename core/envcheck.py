@@ -19,7 +19,7 @@ import json
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import structlog
 
@@ -127,14 +127,20 @@ async def check_task(backend: EnvironmentBackend, plugins: Plugins, task: Task, 
     return result
 
 
+def create_backend(plugins: Plugins, backend_name: str, backend_options: dict[str, Any] | None,
+                   workers: int) -> EnvironmentBackend:
+    options = {"max_environments": workers, **(backend_options or {})}
+    return plugins.registry("environment").create(backend_name, options)
+
+
 async def check_tasks(tasks: Sequence[Task], *, backend_name: str = "local-desktop",
                       backend_options: dict[str, Any] | None = None, workers: int = 2,
-                      plugins: Plugins | None = None) -> dict[str, Any]:
-    """Check ``tasks`` on ``workers`` desktops side by side; the JSON-ready report."""
+                      plugins: Plugins | None = None, backend: EnvironmentBackend | None = None) -> dict[str, Any]:
+    """Check ``tasks`` on ``workers`` desktops side by side; the JSON-ready report. A given ``backend`` (already
+    created, e.g. to convert the tasks' format) is used instead of creating one, and closed at the end."""
     plugins = plugins or load_plugins()
-    options = {"max_environments": workers, **(backend_options or {})}
     started = time.monotonic()
-    backend: EnvironmentBackend = plugins.registry("environment").create(backend_name, options)
+    backend = backend or create_backend(plugins, backend_name, backend_options, workers)
     queue: asyncio.Queue[Task] = asyncio.Queue()
     # slowest applications first so the workers finish together
     for task in sorted(tasks, key=lambda t: 0 if "libreoffice" in t.domain else 1):
@@ -163,8 +169,10 @@ async def check_tasks(tasks: Sequence[Task], *, backend_name: str = "local-deskt
     }
 
 
-def select_tasks(paths: Sequence[str], ids: Sequence[str] | None, domains: Sequence[str] | None) -> list[Task]:
-    tasks = load_tasks(paths, include=ids or None, domains=domains or None)
+def select_tasks(paths: Sequence[str], ids: Sequence[str] | None, domains: Sequence[str] | None,
+                 convert: Callable[[Mapping[str, Any]], Task] = Task.model_validate) -> list[Task]:
+    """Tasks from ``paths``; ``convert`` reads each file's JSON (a backend's ``convert_task`` for its format)."""
+    tasks = load_tasks(paths, include=ids or None, domains=domains or None, convert=convert)
     if not tasks:
         raise ScaleCUAError(f"no tasks selected from {list(paths)} (ids={ids}, domains={domains})")
     return tasks
@@ -188,9 +196,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise ScaleCUAError(f"--backend-options is not JSON: {exc}") from None
 
     logs.configure("warning" if args.json else "info")
-    tasks = select_tasks(args.path or [DEFAULT_PATH], args.tasks, args.domains)
-    report = asyncio.run(check_tasks(tasks, backend_name=args.backend, backend_options=backend_options,
-                                     workers=args.workers))
+    plugins = load_plugins()
+    backend = create_backend(plugins, args.backend, backend_options, args.workers)
+    try:
+        tasks = select_tasks(args.path or [DEFAULT_PATH], args.tasks, args.domains, convert=backend.convert_task)
+    except BaseException:
+        asyncio.run(backend.close())
+        raise
+    report = asyncio.run(check_tasks(tasks, backend_name=args.backend, workers=args.workers, plugins=plugins,
+                                     backend=backend))
     if args.json:
         json.dump(report, sys.stdout, indent=2)
         sys.stdout.write("\n")

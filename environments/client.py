@@ -240,6 +240,16 @@ class EnvironmentClient:
         """ScienceBoard ``POST /append``."""
         await self._post_json("/append", {"path": path, "content": content})
 
+    async def tex_check(self, path: str, file: str = "main", bibtex: bool = False, timeout: float = 330) -> dict[str, Any]:
+        """ScienceBoard ``POST /tex/check``: does ``<path>/<file>.tex`` compile (pdflatex, + bibtex)? ``{pass, ...}``."""
+        payload = {"path": path, "file": file, "bibtex": bibtex}
+        return self._json_result(await self._post_json("/tex/check", payload, timeout=timeout), "/tex/check")
+
+    async def lean_check(self, header: str, timeout: float = 930, **fields: Any) -> dict[str, Any]:
+        """ScienceBoard ``POST /lean/check``: is the theorem ``header`` proved without ``sorry``? ``{pass, ...}``."""
+        payload = {"header": header, **fields}
+        return self._json_result(await self._post_json("/lean/check", payload, timeout=timeout), "/lean/check")
+
     # -- windows and applications ------------------------------------------------
 
     async def launch(self, command: str | Sequence[str], shell: bool = False) -> str:

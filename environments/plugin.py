@@ -11,3 +11,23 @@ def scalecua_register_environments(registry):  # type: ignore[no-untyped-def]
         options="environments.local_desktop:LocalDesktopOptions",
         description="Xvfb desktops on this host (openbox + the interaction probe), pooled, no containers",
     )
+    registry.register(
+        "scienceboard",
+        "environments.scienceboard.backend:create_backend",
+        options="environments.scienceboard.backend:ScienceBoardOptions",
+        description="ScienceBoard tasks (KAlgebra, TeXstudio, GRASS GIS, ...) on another backend's desktops",
+    )
+
+
+@hookimpl
+def scalecua_register_getters(registry):  # type: ignore[no-untyped-def]
+    from environments.scienceboard.registration import register_getters
+
+    register_getters(registry)  # ScienceBoard's evaluate items
+
+
+@hookimpl
+def scalecua_register_metrics(registry):  # type: ignore[no-untyped-def]
+    from environments.scienceboard.registration import register_metrics
+
+    register_metrics(registry)

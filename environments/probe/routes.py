@@ -24,6 +24,7 @@ from environments.probe import accessibility, files
 from environments.probe.desktop import ActionRejected, Desktop, resolve_path
 from environments.probe.processes import Launcher, run_command
 from environments.probe.server import HTTPError, Request, Response, json_response, text_response
+from environments.scienceboard import checkers as scienceboard_checkers
 
 EXECUTE_TIMEOUT_S = 120.0
 RUN_PYTHON_TIMEOUT_S = 30.0
@@ -326,4 +327,5 @@ ROUTES: dict[tuple[str, str], Any] = {
     ("POST", "/setup/activate_window"): activate_window,
     ("POST", "/setup/close_window"): close_window,
     **files.ROUTES,
+    **scienceboard_checkers.ROUTES,  # ScienceBoard's /tex/check and /lean/check
 }

@@ -19,7 +19,7 @@ compute-bound kinds (samplers, segmenters, trainers) are synchronous.
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Iterable, Iterator, Mapping, Sequence
 

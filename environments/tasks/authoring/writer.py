@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from environments.tasks.authoring.common import (
-    click, download, execute, gold, key, keys, launch, lines, open_, sleep, task, type_, vm_file, wait,
+    click, download, execute, gold, key, launch, lines, open_, sleep, task, type_, vm_file, wait,
 )
 
 DOMAIN = "libreoffice_writer"

@@ -17,3 +17,9 @@ def scalecua_register_trainers(registry):  # type: ignore[no-untyped-def]
         options="trainers.fsdp:FSDPTrainerOptions",
         description="the torch backend sharded over processes with FSDP2 (torchrun -m trainers.fsdp_run, or Ray)",
     )
+    registry.register(
+        "megatron",
+        "trainers.megatron.backend:create_megatron_trainer",
+        options="trainers.megatron.backend:MegatronTrainerOptions",
+        description="Qwen-VL on megatron-core via Megatron-Bridge (tensor parallel, distributed optimizer; GPUs)",
+    )

@@ -1,0 +1,115 @@
+"""The ``megatron`` backend's CPU-checkable parts.
+
+megatron-core imports on CPU (Python 3.11 resolves 0.16.1); Megatron-Bridge does
+not install here (it pins CUDA packages and transformers), so model building,
+training steps and export run in ``bench/gpu_check.sh``. Checked here: the
+registration and the missing-dependency error, vocabulary-parallel logprobs
+(1 and 2 tensor-parallel gloo ranks) against :mod:`trainers.policy`, gradients
+included, and the export renaming against the real transformers model.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from core.config import AlgorithmSection
+from core.errors import ScaleCUAError
+from tests.scale import batch
+from tests.scale.vocab_parallel_worker import PADDED, SUPPRESSED, VOCAB, inputs
+from trainers.megatron.logprobs import suppression_slice, vocab_parallel_logprobs
+from trainers.megatron.names import expected_parameters, language_model_weights, to_transformers_name
+from trainers.policy import policy_logprobs, suppression_mask
+
+
+def _reference() -> tuple[torch.Tensor, torch.Tensor]:
+    logits, targets, weights = inputs()
+    logits = logits.clone().requires_grad_(True)
+    mask = suppression_mask(PADDED, SUPPRESSED + list(range(VOCAB, PADDED)))
+    logp = policy_logprobs(logits, targets, temperature=0.8, suppressed=mask)
+    (weights * logp).sum().backward()
+    return logp.detach(), logits.grad
+
+
+def test_megatron_core_imports_without_a_gpu() -> None:
+    import megatron.core
+    from megatron.core.optimizer import OptimizerConfig
+
+    assert megatron.core.__version__ and OptimizerConfig(optimizer="adam", use_distributed_optimizer=True)
+
+
+def test_missing_bridge_names_the_extra() -> None:
+    from trainers.megatron.backend import MegatronTrainerOptions, create_megatron_trainer
+
+    pytest.importorskip("megatron.core")
+    try:
+        import megatron.bridge  # noqa: F401
+        pytest.fail("Megatron-Bridge is installed here; this test checks the error when it is not")
+    except ImportError:
+        pass
+    with pytest.raises(ScaleCUAError, match=r"scalecua\[megatron\]"):
+        create_megatron_trainer(MegatronTrainerOptions(), model=batch.policy_model(), algorithm=AlgorithmSection())
+
+
+def test_registered_as_megatron(plugins) -> None:
+    options = plugins.registry("trainer").get("megatron").parse_options({"tensor_parallel_size": 4})
+    assert options.tensor_parallel_size == 4 and options.distributed_optimizer and options.lr == 3e-6
+
+
+def test_single_rank_logprobs_and_gradients_equal_the_policy_convention() -> None:
+    expected, expected_grad = _reference()
+    logits, targets, weights = inputs()
+    logits.requires_grad_(True)
+    logp = vocab_parallel_logprobs(logits, targets, temperature=0.8, vocab_start=0,
+                                   suppressed=suppression_slice(SUPPRESSED, 0, PADDED, VOCAB))
+    (weights * logp).sum().backward()
+    torch.testing.assert_close(logp.detach(), expected)
+    torch.testing.assert_close(logits.grad, expected_grad)
+
+
+def test_two_tensor_parallel_ranks_equal_the_full_vocabulary(tmp_path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    worker = Path(__file__).with_name("vocab_parallel_worker.py")
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
+                           "127.0.0.1", "--master-port", str(port), str(worker), str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    expected, expected_grad = _reference()
+    grads = []
+    for rank in range(2):
+        got = torch.load(tmp_path / f"rank{rank}.pt")
+        torch.testing.assert_close(got["logp"], expected)  # every rank holds the full logprobs
+        grads.append(got["grad"])
+    torch.testing.assert_close(torch.cat(grads, dim=1), expected_grad)  # each rank: its slice of the gradient
+    assert torch.all(expected_grad[:, VOCAB:] == 0) and torch.all(expected_grad[:, SUPPRESSED] == 0)
+
+
+def test_bridge_names_map_onto_the_transformers_model() -> None:
+    model = batch.policy_model()
+    expected = expected_parameters(model)
+    hf = model.load()
+    params = dict(hf.named_parameters())
+
+    def legacy(name: str) -> str:  # Megatron-Bridge's Qwen-VL checkpoint names
+        return name.replace("model.language_model.", "model.").replace("model.visual.", "visual.")
+
+    stream = [(legacy(n), p.detach()) for n, p in params.items()] + [("lm_head.weight", hf.lm_head.weight)]
+    got = dict(language_model_weights(stream, expected, model.vision_parameter_prefixes()))
+    language = {n for n in params if not n.startswith("model.visual.")}
+    assert set(got) == language  # vision dropped, tied lm_head dropped, every LM weight present
+    assert to_transformers_name("model.layers.0.mlp.up_proj.weight") == "model.language_model.layers.0.mlp.up_proj.weight"
+    with pytest.raises(KeyError, match="not a parameter"):
+        list(language_model_weights([("model.layers.9.mlp.up_proj.weight", torch.zeros(1))], expected, ()))
+    name = next(iter(language))
+    with pytest.raises(ValueError, match="shape"):
+        list(language_model_weights([(legacy(name), torch.zeros(3, 3, 3))], expected, ()))
+    with pytest.raises(KeyError, match="lacks"):
+        list(language_model_weights(stream[:3], expected, model.vision_parameter_prefixes()))

@@ -1,0 +1,1 @@
+"""Trainer backend ``megatron``: megatron-core + Megatron-Bridge (tensor parallel, distributed optimizer)."""

@@ -29,7 +29,9 @@ if [ "${1:-}" = "prepare" ]; then
   for spec in "${WHEELS[@]}" ${GPU_CHECK_EXTRA_WHEELS:-}; do
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
       --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 \
-      --platform manylinux2014_x86_64 --platform any -d .whl "$spec" || echo "prepare: could not fetch $spec" >&2
+      --platform manylinux2014_x86_64 --platform any -d .whl "$spec" \
+      || python3 -m pip wheel -q --no-deps -w .whl "$spec" \
+      || echo "prepare: could not fetch $spec" >&2  # (pip wheel: pure-Python sdists such as antlr4)
   done
   du -sh .whl >&2
   exit 0

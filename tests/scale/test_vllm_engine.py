@@ -1,6 +1,8 @@
-"""The ``vllm`` rollout engine's CPU-checkable parts: missing-vLLM error, prompt/params/output mapping.
+"""The ``vllm`` rollout engine on CPU: missing-vLLM error, prompt/params/output mapping, and the engine class
+against a test double of vLLM's AsyncLLM (``tests/scale/fake_vllm``: vLLM's request/response fields, generation
+by the real ``hf`` engine on the tiny model, placeholders re-expanded as vLLM does).
 
-vLLM cannot be installed on CPU machines; generation and weight transfer run in
+vLLM cannot be installed on CPU machines; real vLLM generation and the CUDA-IPC/NCCL data planes run in
 ``bench/gpu_check.sh``. The output mapping is fed objects with the fields of
 vLLM's ``CompletionOutput`` / ``Logprob`` (token_ids, logprobs[i][token].logprob,
 finish_reason).
@@ -8,7 +10,9 @@ finish_reason).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -102,3 +106,107 @@ def test_output_keeps_the_stop_token_and_its_logprob(model) -> None:
     assert truncated.finish_reason == "length" and truncated.text == "left_click(x=3, y=4)"
     with pytest.raises(RuntimeError, match="logprobs=0"):
         to_generation(_Output([_Completion(ids, None, "stop")]), renderer, renderer.stop_ids)
+
+
+# -- the engine class against a test double of vLLM's AsyncLLM --------------------------------------------
+
+FAKE_VLLM = Path(__file__).with_name("fake_vllm")
+
+
+class _CPUTransport:
+    """Stands in for the CUDA-IPC data plane (no GPU here): same update_info shape, tensors inside the pickle."""
+
+    def init_info(self, world_size: int) -> dict:
+        return {}
+
+    def join(self) -> None:
+        return None
+
+    def prepare(self, bucket):
+        import base64
+        import pickle
+
+        from plugins.rollout.vllm_weights import Prepared, cast_bucket
+        from vllm.v1.engine.async_llm import rebuild
+
+        tensors = cast_bucket(bucket, "float32")
+        handles = [(rebuild, (t.clone(),)) for _, t in tensors]
+        info = {"names": [n for n, _ in tensors], "dtype_names": ["float32"] * len(tensors),
+                "shapes": [list(t.shape) for _, t in tensors],
+                "ipc_handles_pickled": base64.b64encode(pickle.dumps(handles)).decode()}
+        return Prepared(info, tensors)
+
+    def send(self, prepared) -> None:
+        return None
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    monkeypatch.syspath_prepend(str(FAKE_VLLM))
+    for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+        monkeypatch.delitem(sys.modules, name)
+    yield
+    for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+        del sys.modules[name]
+
+
+def _requests(model, n: int) -> list[GenerationRequest]:
+    renderer = model.renderer()
+    out = []
+    for i, seg in enumerate(batch.segments(renderer)[:n]):
+        prompt_len = seg.loss_mask.index(1)
+        out.append(GenerationRequest(seg.input_ids[:prompt_len], list(seg.images), 12, temperature=0.8,
+                                     stop_ids=renderer.stop_ids, seed=100 + i))
+    return out
+
+
+def test_engine_generates_like_the_hf_engine_and_updates_weights_in_sessions(fake_vllm, model) -> None:
+    import asyncio
+
+    import torch
+
+    from plugins.rollout.hf import HFEngineOptions, HFRolloutEngine
+    from plugins.rollout.vllm_engine import VLLMRolloutEngine
+    from trainers.torch_backend import TorchTrainer, TorchTrainerOptions
+    from core.config import AlgorithmSection
+
+    engine = VLLMRolloutEngine(VLLMEngineOptions(dtype="float32"), model=model, seed=0)
+    engine.transport = _CPUTransport()
+    fake = engine.engine
+    assert fake.args.logprobs_mode == "processed_logprobs" and fake.args.weight_transfer_config == {"backend": "ipc"}
+    settings = model.renderer().image_processor.settings
+    assert fake.args.mm_processor_kwargs == {"min_pixels": settings.min_pixels, "max_pixels": settings.max_pixels}
+    reference = HFRolloutEngine(HFEngineOptions(device="cpu"), model=model)
+    requests = _requests(model, 3)
+
+    async def both() -> tuple[list, list]:
+        ours = await asyncio.gather(*(engine.generate(r) for r in requests))
+        theirs = [reference.generate_batch([r], [r.seed])[0] for r in requests]
+        return ours, theirs
+
+    ours, theirs = asyncio.run(both())
+    assert fake.loop is not None and fake.loop is engine._loop  # AsyncLLM lives on the engine's own loop
+    for a, b in zip(ours, theirs):
+        assert a.ids == b.ids and a.text == b.text and a.finish_reason == b.finish_reason
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+
+    # a trained policy reaches the engine bucket by bucket, inside one session finished before generating
+    trainer = TorchTrainer(TorchTrainerOptions(device="cpu", lr=5e-2), model=model, algorithm=AlgorithmSection())
+    trainer.train_step(batch.segments(model.renderer()))
+    buckets = list(trainer.export_weights(1 << 18))
+    assert len(buckets) > 1
+    for bucket in buckets:
+        engine.update_weights(bucket)
+        reference.update_weights(bucket)
+    assert fake.calls[-len(buckets) - 2:] == ["init", "start"] + ["update"] * len(buckets)
+    assert engine.weight_version == 0  # the session is still open
+    after, expected = asyncio.run(both())
+    assert fake.calls.count("finish") == 1 and fake.calls.index("finish") < len(fake.calls) - 1
+    assert engine.weight_version == 1
+    for a, b in zip(after, expected):
+        assert a.ids == b.ids and a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+    params = dict(fake.hf.model.named_parameters())
+    name, tensor = buckets[0][0]
+    torch.testing.assert_close(params[name], tensor)
+    asyncio.run(engine.close())
+    assert fake.calls[-1] == "shutdown" and not engine._thread.is_alive()

@@ -77,3 +77,43 @@ def test_quickstart_on_ray_matches_the_single_process_run(tmp_path) -> None:
             assert b[key] == pytest.approx(a[key], rel=1e-6, abs=tolerance), key
     ray_dirs = list((tmp_path / "ray").glob("*/checkpoints")) or list((tmp_path / "ray").glob("*/ckpt*"))
     assert ray_dirs, "the Ray run checkpointed through its trainer actor"
+
+
+@pytest.mark.slow
+def test_two_fsdp_trainer_workers_on_ray_equal_one_torch_process() -> None:
+    """Trainer ranks as Ray actors: rank 0's address seeds the process group; every call runs on both ranks."""
+    import ray
+    import torch
+
+    from core.config import AlgorithmSection
+    from plugins.ray.proxies import RayTrainer
+    from plugins.ray.workers import TrainerWorker
+    from tests.scale import batch
+    from trainers.torch_backend import TorchTrainer, TorchTrainerOptions
+
+    raw = {"model": {"name": "qwen-vl", "options": {"tiny": batch.TINY}},
+           "trainer": {"name": "torch-fsdp", "options": {"device": "cpu", "lr": 1e-3, "micro_batch_tokens": 700}},
+           "algorithm": {"kl_coef": 0.01}}
+    ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
+    try:
+        actor = ray.remote(num_cpus=1)(TrainerWorker)
+        workers = [actor.remote(raw, None, rank, 2) for rank in range(2)]
+        address = ray.get(workers[0].address.remote())
+        assert ray.get([w.setup.remote(*address) for w in workers]) == [0, 1]
+        trainer = RayTrainer(workers)
+        model = batch.policy_model()
+        segments = batch.segments(model.renderer())
+        remote_metrics = trainer.train_step(segments)
+        remote_weights = {n: t for bucket in trainer.export_weights(1 << 16) for n, t in bucket}
+        trainer.close()
+    finally:
+        ray.shutdown()
+    local = TorchTrainer(TorchTrainerOptions(device="cpu", lr=1e-3, micro_batch_tokens=700), model=model,
+                         algorithm=AlgorithmSection(kl_coef=0.01))
+    metrics = local.train_step(segments)
+    assert remote_metrics["dist/world_size"] == 2.0
+    assert remote_metrics["loss/pg"] == pytest.approx(metrics["loss/pg"], rel=1e-4)
+    weights = {n: t for bucket in local.export_weights() for n, t in bucket}
+    assert set(remote_weights) == set(weights)
+    for name, tensor in weights.items():
+        torch.testing.assert_close(remote_weights[name], tensor, rtol=1e-4, atol=1e-6, msg=name)

@@ -187,7 +187,8 @@ class Session:
 
         probe_env = {**self.env, "SCALECUA_PROBE_TOKEN": a.token} if a.token else self.env
         probe = self._spawn(
-            "probe", [sys.executable, "-m", "environments.probe", "--display", display, "--port", "0", "--home", a.home],
+            "probe", [sys.executable, "-m", "environments.probe", "--display", display, "--port", str(a.probe_port),
+                      "--host", a.probe_host, "--home", a.home],
             env=probe_env, stdout=subprocess.PIPE,
         )
         assert probe.stdout is not None
@@ -256,6 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--token", default=os.environ.get("SCALECUA_PROBE_TOKEN"))
     parser.add_argument("--accessibility", action="store_true", help="let apps export AT-SPI trees")
     parser.add_argument("--startup-timeout", type=float, default=30.0)
+    # inside a container the probe listens on the container's network (with a token), e.g. 0.0.0.0:5000
+    parser.add_argument("--probe-host", default="127.0.0.1", help="address the probe binds (default: loopback)")
+    parser.add_argument("--probe-port", type=int, default=0, help="the probe's port (default 0: a free one)")
     return parser
 
 

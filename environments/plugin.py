@@ -12,6 +12,18 @@ def scalecua_register_environments(registry):  # type: ignore[no-untyped-def]
         description="Xvfb desktops on this host (openbox + the interaction probe), pooled, no containers",
     )
     registry.register(
+        "container-desktop",
+        "environments.containers.container_desktop:create_backend",
+        options="environments.containers.container_desktop:ContainerDesktopOptions",
+        description="our desktop image in containers (Docker or podman, local or remote engines), warm pool",
+    )
+    registry.register(
+        "osworld-docker",
+        "environments.containers.osworld_docker:create_backend",
+        options="environments.containers.osworld_docker:OSWorldDockerOptions",
+        description="OSWorld's VM image (happysixd/osworld-docker + Ubuntu.qcow2) in containers, warm pool",
+    )
+    registry.register(
         "scienceboard",
         "environments.scienceboard.backend:create_backend",
         options="environments.scienceboard.backend:ScienceBoardOptions",

@@ -1,0 +1,143 @@
+"""``container-desktop``: our own desktop image in containers, pooled; reset = a fresh container.
+
+Each container runs one supervised session (Xvfb, D-Bus, a window manager,
+the probe on port 5000 behind a per-container token; see
+:mod:`environments.containers.inside`). The image is built locally by
+``python -m environments.containers.build`` (no registry); users without
+KVM get real desktops that boot in seconds.
+
+With the default ``episodes_per_container: 1`` every episode gets a container
+straight from the image (the warm pool hides the boot). With more, a used
+container is cleaned in place between episodes instead: the desktop's apps
+are killed and the home directory is restored from the image's template.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import structlog
+from pydantic import Field
+
+from core.errors import EnvironmentFailure
+from core.types import Action, ActionType, Observation
+from environments.client import ProbeConnectionError, ProbeError
+from environments.containers.backend import ContainerBackend, ContainerEnvironment, ContainerPoolOptions, check_image
+from environments.containers.engine import ContainerSpec, Engine
+from environments.containers.pool import Slot
+from environments.local_desktop import PASSIVE_ACTIONS
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_IMAGE = "localhost/scalecua/container-desktop:full"
+
+
+class ContainerDesktopOptions(ContainerPoolOptions):
+    """Options of the ``container-desktop`` backend (engines and pool options are shared with osworld-docker)."""
+
+    image: str = Field(DEFAULT_IMAGE, description="the desktop image (python -m environments.containers.build)")
+    width: int = Field(1280, ge=320, le=7680, description="screen width in pixels (the paper: 1280)")
+    height: int = Field(800, ge=200, le=4320, description="screen height in pixels (the paper: 800)")
+    depth: int = Field(24, description="colour depth of the X screen")
+    window_manager: str | None = Field(None, description="window manager binary in the image (default: the image's)")
+    accessibility: bool = Field(False, description="let apps export AT-SPI trees (slower app start)")
+    startup_timeout_s: float = Field(60.0, gt=0, description="limit for one container to boot and answer")
+    shm_size: str | None = Field("512m", description="/dev/shm size (Chromium needs more than the default 64m)")
+
+
+class ContainerDesktopBackend(ContainerBackend):
+    kind = "container-desktop"
+
+    def __init__(self, options: ContainerDesktopOptions):
+        self.options: ContainerDesktopOptions = options
+        super().__init__(options)
+
+    @property
+    def screen_size(self) -> tuple[int, int]:
+        return self.options.width, self.options.height
+
+    @property
+    def startup_timeout_s(self) -> float:
+        return self.options.startup_timeout_s
+
+    def preflight(self, engine: Engine) -> None:
+        check_image(engine, self.options.image,
+                    "build it with `python -m environments.containers.build --variant full` on that machine "
+                    "(or copy it there: `podman save IMAGE | ssh HOST podman load`)")
+
+    def container_spec(self, engine: Engine, name: str, token: str | None) -> ContainerSpec:
+        o = self.options
+        environment = {"SCALECUA_ENV_ID": name, "SCALECUA_SCREEN": f"{o.width}x{o.height}x{o.depth}",
+                       "SCALECUA_PROBE_TOKEN": token or "", "SCALECUA_STARTUP_TIMEOUT": str(o.startup_timeout_s)}
+        if o.window_manager:
+            environment["SCALECUA_WINDOW_MANAGER"] = o.window_manager
+        if o.accessibility:
+            environment["SCALECUA_ACCESSIBILITY"] = "1"
+        return ContainerSpec(
+            image=o.image, name=name, labels=self.labels(), environment=environment, port=self.port,
+            ulimits=dict(o.ulimits), runtime=o.runtime, network=o.network, memory=o.memory, cpus=o.cpus,
+            shm_size=o.shm_size,
+        )
+
+    async def after_ready(self, slot: Slot) -> None:
+        slot.screen_size = self.screen_size
+        for _ in range(20):  # the session prints its ready line right after the probe starts answering
+            slot.info = self._ready_line(await asyncio.to_thread(slot.engine.logs, slot.container_id, tail=200,
+                                                                 stderr=False))
+            if slot.info:
+                return
+            await asyncio.sleep(0.1)
+        log.warning("no ready line in the container log; soft resets will spare only pid 1", container=slot.name)
+
+    @staticmethod
+    def _ready_line(logs: str) -> dict[str, Any]:
+        for line in logs.splitlines():
+            line = line.strip()
+            if line.startswith("{") and '"pids"' in line:
+                try:
+                    return dict(json.loads(line))
+                except ValueError:
+                    continue
+        return {}
+
+    async def soft_reset(self, slot: Slot) -> None:
+        keep = ",".join(str(pid) for pid in (slot.info.get("pids") or {}).values())
+        result = await slot.client.execute(
+            ["python3", "-m", "environments.containers.inside", "reset", "--env-id", slot.name, "--keep", keep],
+            timeout=60,
+        )
+        if result.get("returncode") != 0:
+            raise EnvironmentFailure(f"{slot.name}: cleaning the container for its next episode failed: "
+                                     f"{str(result.get('error') or result.get('output'))[:500]}")
+
+    async def prepare_episode(self, slot: Slot) -> None:
+        # input state survives the apps: release anything held, put the cursor in the middle
+        await slot.client.execute(["xdotool", "keyup", "shift", "ctrl", "alt", "super", "mouseup", "1"], timeout=10)
+        await slot.client.act(Action(type=ActionType.MOUSE_MOVE, x=500, y=500))
+
+    async def perform(self, env: ContainerEnvironment, action: Action) -> Observation:
+        info: dict[str, Any] = {"action": action.type.value}
+        try:
+            result = await env.client.act(action)
+            text = result.get("output")
+            if "cursor" in result:
+                info["cursor"] = result["cursor"]
+        except ProbeConnectionError:
+            raise
+        except ProbeError as exc:  # the action was refused: tell the agent, keep the episode going
+            text = f"action failed: {exc.reason}"
+            info["action_error"] = exc.reason
+        if action.is_terminal:
+            return Observation(text=text, info=info)
+        if self.options.settle_s and action.type not in PASSIVE_ACTIONS:
+            await asyncio.sleep(self.options.settle_s)
+        observation = await env.observe()
+        observation.text = text
+        observation.info.update(info)
+        return observation
+
+
+def create_backend(options: ContainerDesktopOptions, **_: Any) -> ContainerDesktopBackend:
+    return ContainerDesktopBackend(options)

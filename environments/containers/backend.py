@@ -25,8 +25,9 @@ import atexit
 import secrets
 import time
 import uuid
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -51,6 +52,12 @@ from environments.local_desktop import LocalDesktopBackend
 from environments.setup import SetupContext, SetupError, run_setup
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+
+class ContainerDied(EnvironmentFailure):
+    """The environment's container stopped (killed, crashed, out of memory)."""
 
 
 class ContainerPoolOptions(BaseModel):
@@ -132,7 +139,7 @@ class ContainerEnvironment(Environment):
             try:
                 return await asyncio.wait_for(self._reset_once(task, fresh=attempt > 0),
                                               self.backend.options.reset_timeout_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise EnvironmentFailure(f"{self.env_id}: reset for task {task.id} exceeded "
                                          f"{self.backend.options.reset_timeout_s:g} s") from None
             except SetupError as exc:
@@ -143,17 +150,39 @@ class ContainerEnvironment(Environment):
         raise AssertionError("unreachable")
 
     async def _reset_once(self, task: Task, *, fresh: bool) -> Observation:
-        if fresh or self.slot.episodes >= self.backend.options.episodes_per_container:
+        if fresh or self.slot.dead or self.slot.episodes >= self.backend.options.episodes_per_container:
             await self._swap()
         elif self.slot.dirty:
-            await self.backend.soft_reset(self.slot)
+            await self._guarded(self.backend.soft_reset(self.slot))
         self.slot.episodes += 1
         self.slot.dirty = True
+        return await self._guarded(self._start_episode(task))
+
+    async def _start_episode(self, task: Task) -> Observation:
         await self.backend.prepare_episode(self.slot)
         await run_setup(self.client, task.config, self.setup_context(task))
         if self.backend.options.settle_s:
             await asyncio.sleep(self.backend.options.settle_s)
-        return await self.observe()
+        return await self.capture()
+
+    async def _guarded(self, operation: Coroutine[Any, Any, T]) -> T:
+        """Run ``operation``, abandoning it with an EnvironmentFailure as soon as the pool finds the container dead
+        (a killed container's address may black-hole connections for a minute)."""
+        slot = self.slot
+        if slot.dead:
+            operation.close()
+            raise ContainerDied(f"{slot.name}: the container is dead; release it with discard=True")
+        work = asyncio.ensure_future(operation)
+        died = asyncio.ensure_future(slot.died.wait())
+        try:
+            await asyncio.wait({work, died}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            died.cancel()
+        if work.done():
+            return work.result()
+        work.cancel()
+        await asyncio.gather(work, return_exceptions=True)
+        raise ContainerDied(f"{slot.name}: the container died during the episode (found by the health check)")
 
     async def _swap(self) -> None:
         """Give the used container back (it is removed) and take a fresh one from the pool."""
@@ -171,9 +200,13 @@ class ContainerEnvironment(Environment):
 
     async def step(self, action: Action) -> Observation:
         self.slot.dirty = True
-        return await self.backend.perform(self, action)
+        return await self._guarded(self.backend.perform(self, action))
 
     async def observe(self) -> Observation:
+        return await self._guarded(self.capture())
+
+    async def capture(self) -> Observation:
+        """The observation, for callers that already run under :meth:`_guarded`."""
         screenshot = Screenshot.from_png(await self.client.screenshot())
         tree = await self.client.accessibility_tree() if self.backend.options.observe_accessibility else None
         return Observation(screenshot=screenshot, accessibility_tree=tree)
@@ -183,7 +216,7 @@ class ContainerEnvironment(Environment):
             return False
         try:
             await asyncio.wait_for(self.client.screen_size(), 10)
-        except (ProbeError, asyncio.TimeoutError):
+        except (TimeoutError, ProbeError):
             return False
         return await asyncio.to_thread(self.slot.engine.state, self.slot.container_id) == "running"
 

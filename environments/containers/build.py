@@ -31,10 +31,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import structlog
 
@@ -98,7 +98,7 @@ class BuildResult:
 
 
 def _run(argv: Sequence[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(list(argv), capture_output=True, text=True, **kwargs)  # type: ignore[call-overload]
+    proc = subprocess.run(list(argv), capture_output=True, text=True, check=False, **kwargs)  # type: ignore[call-overload]
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-15:]
         raise ScaleCUAError(f"`{' '.join(argv[:3])} ...` failed (exit {proc.returncode}):\n" + "\n".join(tail))
@@ -107,7 +107,7 @@ def _run(argv: Sequence[str], **kwargs: object) -> subprocess.CompletedProcess[s
 
 def image_exists(engine_cli: str, tag: str) -> bool:
     argv = [engine_cli, "image", "exists", tag] if engine_cli == "podman" else [engine_cli, "image", "inspect", tag]
-    return subprocess.run(argv, capture_output=True).returncode == 0
+    return subprocess.run(argv, capture_output=True, check=False).returncode == 0
 
 
 def _digest(items: Iterable[bytes]) -> str:
@@ -165,14 +165,14 @@ def build_base(name: str, variant: Variant, *, engine_cli: str, suite: str, mirr
         strap = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, env=env)
         assert strap.stdout is not None
         importer = subprocess.run([engine_cli, "import", "--message", f"scalecua {name} base", "-", tag],
-                                  stdin=strap.stdout, capture_output=True, text=True)
+                                  stdin=strap.stdout, capture_output=True, text=True, check=False)
         strap.stdout.close()
         code = strap.wait()
         if code != 0 or importer.returncode != 0:
             errors.seek(0)
             tail = errors.read().decode(errors="replace").strip().splitlines()[-15:]
             if importer.returncode == 0:
-                subprocess.run([engine_cli, "rmi", "-f", tag], capture_output=True)
+                subprocess.run([engine_cli, "rmi", "-f", tag], capture_output=True, check=False)
             raise ScaleCUAError(f"building the {name} base filesystem failed (mmdebstrap exit {code}, "
                                 f"{engine_cli} import exit {importer.returncode}):\n" + "\n".join(tail)
                                 + "\n" + importer.stderr.strip()[-1000:])
@@ -297,7 +297,8 @@ def build_image(variant_name: str = "full", *, engine_cli: str = "podman", suite
             timings["image_s"] = round(time.monotonic() - t1, 2)
     _run([engine_cli, "tag", tag, f"{IMAGE_REPOSITORY}:{variant_name}"])
     timings["total_s"] = round(time.monotonic() - started, 2)
-    size = subprocess.run([engine_cli, "image", "inspect", "--format", "{{.Size}}", tag], capture_output=True, text=True)
+    size = subprocess.run([engine_cli, "image", "inspect", "--format", "{{.Size}}", tag], capture_output=True, text=True,
+                          check=False)
     size_mb = round(int(size.stdout.strip()) / 2**20, 1) if size.stdout.strip().isdigit() else None
     result = BuildResult(tag, variant_name, base, base_cached, cached, timings, size_mb)
     log.info("image ready", **{k: v for k, v in asdict(result).items() if k != "timings"}, **timings)

@@ -24,7 +24,12 @@ from pydantic import Field
 from core.errors import EnvironmentFailure
 from core.types import Action, ActionType, Observation
 from environments.client import ProbeConnectionError, ProbeError
-from environments.containers.backend import ContainerBackend, ContainerEnvironment, ContainerPoolOptions, check_image
+from environments.containers.backend import (
+    ContainerBackend,
+    ContainerEnvironment,
+    ContainerPoolOptions,
+    check_image,
+)
 from environments.containers.engine import ContainerSpec, Engine
 from environments.containers.pool import Slot
 from environments.local_desktop import PASSIVE_ACTIONS
@@ -133,7 +138,7 @@ class ContainerDesktopBackend(ContainerBackend):
             return Observation(text=text, info=info)
         if self.options.settle_s and action.type not in PASSIVE_ACTIONS:
             await asyncio.sleep(self.options.settle_s)
-        observation = await env.observe()
+        observation = await env.capture()
         observation.text = text
         observation.info.update(info)
         return observation

@@ -171,7 +171,7 @@ class Engine:
             client = docker.DockerClient(base_url=self.url, timeout=int(self.timeout_s), max_pool_size=64,
                                          use_ssh_client=self.url.startswith("ssh://"))
             version = client.version()
-        except Exception as exc:  # noqa: BLE001 (docker raises many kinds: all mean "unreachable")
+        except Exception as exc:
             hint = ("start it with `podman system service --time=0 unix:///run/podman/podman.sock &` "
                     "(or start the Docker daemon)") if self.host.is_local else "check that the engine runs and the URL"
             raise EngineError(f"container engine {self.url} is unreachable ({exc}); {hint}") from exc
@@ -209,19 +209,20 @@ class Engine:
         from docker.types import Ulimit
 
         access = self.host.resolved_access
-        publish_ip = "127.0.0.1" if self.host.is_local else "0.0.0.0"  # noqa: S104 (remote: reached from here)
+        publish_ip = "127.0.0.1" if self.host.is_local else "0.0.0.0"
         ports: dict[str, Any] = {}
         if access == "published":
             ports[f"{spec.port}/tcp"] = (publish_ip, None)  # None: the engine picks a free host port
         for extra in spec.extra_ports:
             ports[f"{extra}/tcp"] = (publish_ip, None)
-        kwargs: dict[str, Any] = dict(
-            image=spec.image, command=spec.command, name=spec.name, labels=spec.labels, detach=True,
-            environment=spec.environment, ulimits=[Ulimit(name=n, soft=v, hard=v) for n, v in spec.ulimits.items()],
-            volumes=spec.volumes or None, devices=spec.devices or None, cap_add=spec.cap_add or None,
-            ports=ports or None, mem_limit=spec.memory, shm_size=spec.shm_size,
-            nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
-        )
+        kwargs: dict[str, Any] = {
+            "image": spec.image, "command": spec.command, "name": spec.name, "labels": spec.labels, "detach": True,
+            "environment": spec.environment,
+            "ulimits": [Ulimit(name=n, soft=v, hard=v) for n, v in spec.ulimits.items()],
+            "volumes": spec.volumes or None, "devices": spec.devices or None, "cap_add": spec.cap_add or None,
+            "ports": ports or None, "mem_limit": spec.memory, "shm_size": spec.shm_size,
+            "nano_cpus": int(spec.cpus * 1e9) if spec.cpus else None,
+        }
         if spec.runtime:
             kwargs["runtime"] = spec.runtime
         if spec.network:

@@ -21,8 +21,8 @@ import os
 import shutil
 import socket
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from environments import display, home_template
 
@@ -43,7 +43,7 @@ def session(extra: Sequence[str]) -> int:
         "--size", os.environ.get("SCALECUA_SCREEN", "1280x800x24"),
         "--window-manager", os.environ.get("SCALECUA_WINDOW_MANAGER", "openbox"),
         "--startup-timeout", os.environ.get("SCALECUA_STARTUP_TIMEOUT", "60"),
-        "--probe-host", "0.0.0.0", "--probe-port", str(PROBE_PORT),  # noqa: S104 (the container's network)
+        "--probe-host", "0.0.0.0", "--probe-port", str(PROBE_PORT),
     ]
     if os.environ.get("SCALECUA_ACCESSIBILITY") == "1":
         argv.append("--accessibility")

@@ -9,8 +9,10 @@ and never hands out more than ``max_in_use`` at once.
 A health check runs every ``health_interval_s``: one list request per engine
 finds containers that stopped (killed, crashed, OOM) and a probe request per
 idle slot finds desktops that stopped answering; both are removed and
-replaced. A slot in use that died is marked ``dead`` and replaced right away;
-its episode fails on its next request and gives it back.
+replaced. A slot in use that died is marked ``dead`` (its ``died`` event
+wakes the episode, which fails and gives it back) and replaced right away;
+its container is removed only then, so its address cannot pass to a new
+container while the episode might still send to it.
 
 Starts that fail are retried with backoff; after ``max_start_failures`` in a
 row, waiting episodes get the error instead of waiting forever (a missing
@@ -23,8 +25,9 @@ import asyncio
 import collections
 import itertools
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import structlog
 
@@ -54,6 +57,8 @@ class Slot:
     dirty: bool = False
     dead: bool = False
     removed: bool = False
+    #: set when the health check finds the container dead (episodes holding the slot stop waiting on it)
+    died: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 #: boots one container named ``name`` on ``engine`` and returns it ready; removes it itself on failure
@@ -160,7 +165,7 @@ class WarmPool:
                     )
                 try:
                     await asyncio.wait_for(self.cond.wait(), remaining)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
 
     async def take(self) -> Slot:
@@ -308,15 +313,14 @@ class WarmPool:
             self._top_up()
 
     async def _destroy(self, slot: Slot) -> None:
+        """Close the slot's client and remove its container (once)."""
         slot.dead = True
+        await slot.client.close()
         if slot.removed:
             return
         slot.removed = True
-        try:
-            await slot.client.close()
-        finally:
-            await asyncio.to_thread(slot.engine.remove, slot.container_id)
-            self.stats["destroyed"] += 1
+        await asyncio.to_thread(slot.engine.remove, slot.container_id)
+        self.stats["destroyed"] += 1
 
     # -- health ------------------------------------------------------------------
 
@@ -347,11 +351,14 @@ class WarmPool:
                     continue
                 if states.get(slot.container_id) != "running" or slot in silent:
                     slot.dead = True
+                    slot.died.set()
                     dead.append(slot)
                     self.stats["replaced_dead"] += 1
-                    if slot in self._idle:
-                        self._idle.remove(slot)
-                    # a slot in use stays with its episode (which fails and gives it back); its container goes now
+                    if slot in self._in_use:
+                        # the episode holding it fails now and gives it back; the container stays until then
+                        # so its address cannot pass to another container while a request may still use it
+                        continue
+                    self._idle.remove(slot)
                     self._spawn(self._destroy(slot))
             if dead:
                 log.warning("dead containers replaced", pool=self.name_prefix, containers=[s.name for s in dead])
@@ -364,5 +371,5 @@ class WarmPool:
         try:
             await asyncio.wait_for(slot.client.screen_size(), 10)
             return True
-        except (ProbeError, asyncio.TimeoutError):
+        except (TimeoutError, ProbeError):
             return False

@@ -1,0 +1,97 @@
+"""Serve podman's Docker-compatible API on a socket of our own (``podman system service``).
+
+For machines without a Docker engine (CI, this project's development
+machines): the backends then reach podman through the ``docker`` SDK at
+``unix://<socket>``. The service dies with the process that started it.
+
+    with PodmanService(Path("/tmp/scalecua-podman.sock"), runtime="runc") as service:
+        options = {"hosts": [service.url], ...}
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Self
+
+from core.errors import ScaleCUAError
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+class PodmanService:
+    """``podman [--runtime R] system service --time=0 unix://SOCKET`` as a child process."""
+
+    def __init__(self, socket_path: Path, *, runtime: str | None = None, log_path: Path | None = None):
+        self.socket_path = Path(socket_path)
+        self.runtime = runtime
+        self.log_path = log_path or self.socket_path.with_suffix(".log")
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket_path}"
+
+    def start(self, timeout_s: float = 30.0) -> Self:
+        if shutil.which("podman") is None:
+            raise ScaleCUAError("podman is not installed: `apt-get install podman runc` (it serves the Docker API "
+                                "the container backends use when no Docker engine runs)")
+        self.socket_path.parent.mkdir(parents=True, exist_ok=True)
+        self.socket_path.unlink(missing_ok=True)
+        argv = ["podman", *(["--runtime", self.runtime] if self.runtime else []), "system", "service", "--time=0",
+                self.url]
+        with open(self.log_path, "ab") as log_file:
+            self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
+                                            preexec_fn=_die_with_parent)  # noqa: PLW1509 (before threads matter)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise ScaleCUAError(f"podman system service exited ({self.process.returncode}): {self._log_tail()}")
+            if self._accepts():
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise ScaleCUAError(f"podman system service did not open {self.socket_path} within {timeout_s:g} s: "
+                            f"{self._log_tail()}")
+
+    def _accepts(self) -> bool:
+        if not self.socket_path.exists():
+            return False
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(str(self.socket_path))
+                return True
+            except OSError:
+                return False
+
+    def _log_tail(self) -> str:
+        try:
+            return " | ".join(self.log_path.read_text(errors="replace").strip().splitlines()[-5:])
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.socket_path.unlink(missing_ok=True)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+

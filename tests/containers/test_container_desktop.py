@@ -1,0 +1,208 @@
+"""``container-desktop`` on podman through the docker SDK: a pool of 4, bundled oracles judged 1, a container
+killed mid-episode replaced, soft resets between episodes, and nothing left behind.
+
+Real parts only: the minimal image built from Debian packages, podman with runc behind its Docker API
+socket, our probe in each container, the bundled tasks' oracles and judges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+import pytest
+
+from core import envcheck
+from core.errors import EnvironmentFailure
+from core.pluginmanager import Plugins, load_plugins
+from environments.containers.container_desktop import ContainerDesktopBackend
+from environments.containers.engine import LABEL_POOL
+from environments.containers.podman_service import PodmanService
+from environments.tasks import load_bundled_tasks
+from tests.containers.conftest import ULIMITS, ours
+
+pytestmark = [pytest.mark.containers, pytest.mark.slow]
+
+T = TypeVar("T")
+TASK_IDS = ["os-make-executable", "os-archive-logs", "os-count-lines", "os-symlink-release",
+            "editor-change-port", "editor-append-host", "editor-enable-debug", "editor-new-todo-list"]
+
+
+def running(pool_id: str) -> set[str]:
+    proc = subprocess.run(["podman", "ps", "--filter", f"label={LABEL_POOL}={pool_id}", "--format", "{{.ID}}"],
+                          capture_output=True, text=True, check=True)
+    return {line[:12] for line in proc.stdout.split()}
+
+
+class Harness:
+    """One event loop for the module, so the backend (and its pool) lives across tests."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.plugins: Plugins = load_plugins(environ={})
+
+    def run(self, coro: Awaitable[T], timeout: float = 300) -> T:
+        return self.loop.run_until_complete(asyncio.wait_for(coro, timeout))
+
+    def backend(self, podman: PodmanService, image: str, **options: Any) -> ContainerDesktopBackend:
+        settings = {"hosts": [podman.url], "image": image, "ulimits": ULIMITS, "runtime": "runc", **options}
+        return self.plugins.registry("environment").create("container-desktop", settings)
+
+
+@pytest.fixture(scope="module")
+def harness() -> Any:
+    h = Harness()
+    yield h
+    h.loop.close()
+
+
+@pytest.fixture(scope="module")
+def pool(harness: Harness, podman_service: PodmanService, minimal_image: str) -> Any:
+    backend = harness.backend(podman_service, minimal_image, max_environments=4, warm=0, max_parallel_starts=4,
+                              health_interval_s=0.5)
+    yield backend
+    harness.run(backend.close())
+    assert not running(backend.pool_id)
+
+
+def test_pool_of_four_runs_bundled_oracles_with_judges_scoring_one(harness: Harness, pool: ContainerDesktopBackend):
+    tasks = load_bundled_tasks(ids=TASK_IDS)
+    queue = list(tasks)
+    seen: set[str] = set()
+    peak = 0
+
+    async def worker() -> list[envcheck.TaskCheck]:
+        nonlocal peak
+        out = []
+        while queue:
+            out.append(await envcheck.check_task(pool, harness.plugins, queue.pop()))
+            peak = max(peak, pool.pool.in_use + pool.pool.idle)
+            seen.update(s.container_id for s in pool.pool.slots())
+        return out
+
+    async def four_workers() -> list[envcheck.TaskCheck]:
+        acquired = await asyncio.gather(*(pool.acquire() for _ in range(4)))  # the pool of 4, all at once
+        ids = {env.container_id[:12] for env in acquired}
+        assert len(ids) == 4 and ids <= running(pool.pool_id)
+        await asyncio.gather(*(pool.release(env) for env in acquired))
+        return [r for batch in await asyncio.gather(*(worker() for _ in range(4))) for r in batch]
+
+    results = harness.run(four_workers(), timeout=600)
+    failures = {r.task_id: r.error for r in results if not r.ok}
+    assert not failures
+    assert sorted(r.task_id for r in results) == sorted(TASK_IDS)
+    assert all((r.score_before, r.score_after) == (0.0, 1.0) for r in results)
+    assert peak <= 4 and pool.pool.stats["failed_starts"] == 0
+    # reset = a fresh container: every episode ran in a container of its own (4 first ones + one per episode)
+    assert pool.pool.stats["started"] >= len(TASK_IDS)
+    assert all(r.env_id and r.env_id.startswith(pool.pool_id) for r in results)
+
+
+def test_container_killed_mid_episode_is_replaced(harness: Harness, pool: ContainerDesktopBackend):
+    task = load_bundled_tasks(ids=["os-make-executable"])[0]
+    oracle = envcheck.oracle_of(task)
+    started_before = pool.pool.stats["started"]
+
+    async def episode() -> tuple[str, str]:
+        env = await pool.acquire()
+        victim = env.container_id
+        await env.reset(task)
+        await env.step(oracle[0])
+        await asyncio.to_thread(env.slot.engine.kill, victim)  # the container dies mid-episode
+        with pytest.raises(EnvironmentFailure):
+            for action in oracle[1:]:
+                await env.step(action)
+        await pool.release(env, discard=True)
+        # the health check noticed too; the pool boots a replacement, and the next episode gets a live one
+        env = await pool.acquire()
+        try:
+            assert env.container_id != victim
+            await env.reset(task)
+            for action in oracle:
+                await env.step(action)
+            judgement = await pool.evaluate(env, task, executor=None, getters=harness.plugins.registry("getter"),
+                                            metrics=harness.plugins.registry("metric"), last_action=oracle[-1])
+            assert judgement.score == 1.0, judgement
+        finally:
+            await pool.release(env)
+        return victim, env.container_id
+
+    victim, _replacement = harness.run(episode())
+    gone = subprocess.run(["podman", "container", "exists", victim], check=False).returncode
+    assert gone == 1  # the dead container was removed, not just abandoned
+    assert pool.pool.stats["started"] >= started_before + 1 and pool.pool.stats["failed_starts"] == 0
+
+
+def test_health_check_replaces_a_dead_idle_container(harness: Harness, podman_service: PodmanService,
+                                                     minimal_image: str):
+    backend = harness.backend(podman_service, minimal_image, max_environments=1, warm=1, health_interval_s=0.3)
+
+    async def scenario() -> None:
+        try:
+            await backend.prewarm(120)
+            (slot,) = backend.pool.slots()
+            await asyncio.to_thread(slot.engine.kill, slot.container_id)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                fresh = [s for s in backend.pool.slots() if s is not slot]
+                if fresh and backend.pool.idle == 1:
+                    break
+                await asyncio.sleep(0.2)
+            assert backend.pool.stats["replaced_dead"] == 1
+            (replacement,) = backend.pool.slots()
+            assert replacement is not slot and slot.dead
+            assert await replacement.client.screen_size() == (1280, 800)
+        finally:
+            await backend.close()
+
+    harness.run(scenario())
+    assert not running(backend.pool_id)
+
+
+def test_episodes_per_container_cleans_the_container_in_place(harness: Harness, podman_service: PodmanService,
+                                                              minimal_image: str):
+    backend = harness.backend(podman_service, minimal_image, max_environments=1, warm=0, episodes_per_container=2)
+    first, second = load_bundled_tasks(ids=["os-archive-logs", "editor-change-port"])
+    getters, metrics = harness.plugins.registry("getter"), harness.plugins.registry("metric")
+
+    async def solve(env: Any, task: Any) -> float:
+        await env.reset(task)
+        oracle = envcheck.oracle_of(task)
+        for action in oracle:
+            await env.step(action)
+        judgement = await backend.evaluate(env, task, executor=None, getters=getters, metrics=metrics,
+                                           last_action=oracle[-1])
+        return judgement.score
+
+    async def three_episodes() -> None:
+        try:
+            env = await backend.acquire()
+            assert await solve(env, first) == 1.0
+            used = env.container_id
+            assert await solve(env, second) == 1.0  # second episode: cleaned in place
+            assert env.container_id == used and env.slot.episodes == 2
+            home = (await env.client.execute("ls -A ~", shell=True))["output"].split()
+            assert "server.ini" in home and "archive" not in home and "work" not in home  # home restored
+            xterms = await env.client.execute(["pgrep", "-x", "xterm"])
+            assert xterms["returncode"] == 1  # the first episode's terminal was killed
+            await env.reset(first)  # third episode: over the limit, a fresh container from the image
+            assert env.container_id != used and env.slot.episodes == 1
+            judgement = await backend.evaluate(env, first, executor=None, getters=getters, metrics=metrics,
+                                               last_action=None)
+            assert judgement.score == 0.0
+            await backend.release(env)
+        finally:
+            await backend.close()
+
+    harness.run(three_episodes())
+    assert backend.pool.stats["started"] == 2
+    assert not running(backend.pool_id)
+
+
+def test_nothing_is_left_behind(harness: Harness, pool: ContainerDesktopBackend) -> None:
+    harness.run(pool.close())
+    assert ours() == []
+

@@ -35,7 +35,14 @@ def _ray() -> Any:
 
 
 class RayTrainer(TrainerBackend):
-    """All trainer ranks make every call (SPMD); rank 0 answers."""
+    """All trainer ranks make every call (SPMD); rank 0 answers.
+
+    Exported weights come to the driver as CPU tensors and go once into the object
+    store for every rollout worker: simple, and fine up to mid-size models; large
+    models should push weights trainer-to-engine over vLLM's NCCL weight transfer.
+    Checkpoints are written by the trainer workers at the driver's run-directory
+    path: on a cluster, put ``run.output_dir`` on a shared filesystem.
+    """
 
     def __init__(self, workers: Sequence[Any]) -> None:
         self.workers = list(workers)
@@ -112,6 +119,28 @@ class RemoteEnvironment(Environment):
         return await self.worker.healthy.remote(self.key)
 
 
+class RemoteProtocol:
+    """The agent protocol answered by an environment worker (when the driver cannot build the kind locally).
+
+    Each call is a short blocking round trip; a local protocol instance is preferred.
+    """
+
+    def __init__(self, worker: Any) -> None:
+        self.worker = worker
+
+    def system_prompt(self, task: Task) -> str:
+        return _ray().get(self.worker.system_prompt.remote(task))
+
+    def parse_response(self, text: str) -> list[Action]:
+        return _ray().get(self.worker.parse_response.remote(text))
+
+    def convert_task(self, raw: Any) -> Task:
+        return _ray().get(self.worker.convert_task.remote(raw))
+
+    async def close(self) -> None:
+        return None
+
+
 class RayEnvironmentPool(EnvironmentBackend):
     """Environment pools of many workers (hosts) seen as one backend.
 
@@ -121,7 +150,7 @@ class RayEnvironmentPool(EnvironmentBackend):
     at once; ``acquire`` rotates over the workers with room.
     """
 
-    def __init__(self, workers: Sequence[Any], protocol: EnvironmentBackend, capacity: int) -> None:
+    def __init__(self, workers: Sequence[Any], protocol: EnvironmentBackend | RemoteProtocol, capacity: int) -> None:
         self.workers = list(workers)
         self.protocol = protocol
         self.capacity = capacity

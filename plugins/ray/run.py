@@ -81,7 +81,7 @@ class RayCluster:
 
 def remote_components(resolved: ResolvedConfig, cluster: RayCluster, plugins: Any, run_dir: Path) -> ResolvedConfig:
     """The config with its trainer, rollout and environment slots answered by proxies of the actors."""
-    from plugins.ray.proxies import RayEnvironmentPool, RayRolloutEngine, RayTrainer
+    from plugins.ray.proxies import RayEnvironmentPool, RayRolloutEngine, RayTrainer, RemoteProtocol
 
     env_options = resolved.options["environment"]
     capacity = int(getattr(env_options, "max_environments", 1))
@@ -89,7 +89,12 @@ def remote_components(resolved: ResolvedConfig, cluster: RayCluster, plugins: An
 
     def environment(options: Any, **context: Any) -> RayEnvironmentPool:
         # a local instance of the same kind for its agent protocol only: it never starts a desktop
-        protocol = protocol_factory(options, run_dir=run_dir / "env-protocol")
+        try:
+            protocol: Any = protocol_factory(options, run_dir=run_dir / "env-protocol")
+        except Exception as exc:  # e.g. a driver host without the desktop programs
+            log.warning("environment kind not buildable on the driver; its protocol is asked of worker 0",
+                        error=str(exc))
+            protocol = RemoteProtocol(cluster.envs[0])
         return RayEnvironmentPool(cluster.envs, protocol, capacity)
 
     factories = {

@@ -144,6 +144,16 @@ class EnvironmentWorker:
         return await self.backend.evaluate(self.envs[key], task, executor=self.executor, getters=self.getters,
                                            metrics=self.metrics, last_action=last_action)
 
+    # the agent protocol, for drivers that cannot build the environment kind locally
+    def system_prompt(self, task: Task) -> str:
+        return self.backend.system_prompt(task)
+
+    def parse_response(self, text: str) -> list[Action]:
+        return self.backend.parse_response(text)
+
+    def convert_task(self, raw: Mapping[str, Any]) -> Task:
+        return self.backend.convert_task(raw)
+
     async def close(self) -> None:
         for key in list(self.envs):
             await self.release(key, discard=True)

@@ -60,8 +60,7 @@ class VLLMEngineOptions(BaseModel):
     dtype: Literal["bfloat16", "float16", "float32", "auto"] = Field("bfloat16", description="weights and compute")
     gpu_memory_utilization: float = Field(0.85, gt=0, le=1, description="share of each GPU vLLM may take "
                                                                          "(lower it when colocated with the trainer)")
-    max_model_len: int | None = Field(None, ge=256, description="context limit (default: algorithm-independent, "
-                                                                "the model's)")
+    max_model_len: int | None = Field(None, ge=256, description="context limit (default: the model's)")
     max_num_seqs: int = Field(256, ge=1, description="sequences decoded together")
     max_images_per_prompt: int = Field(8, ge=1, description="vLLM's limit_mm_per_prompt for images")
     enable_prefix_caching: bool = Field(True, description="reuse KV of shared prompt prefixes (multi-turn episodes)")

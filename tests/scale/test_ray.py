@@ -117,3 +117,33 @@ def test_two_fsdp_trainer_workers_on_ray_equal_one_torch_process() -> None:
     assert set(remote_weights) == set(weights)
     for name, tensor in weights.items():
         torch.testing.assert_close(remote_weights[name], tensor, rtol=1e-4, atol=1e-6, msg=name)
+
+
+@pytest.mark.desktop
+def test_protocol_answered_by_an_environment_worker(tmp_path) -> None:
+    """A driver without the desktop programs asks environment worker 0 for the agent protocol."""
+    import ray
+
+    from core.config import load_config
+    from plugins.ray.proxies import RemoteProtocol
+    from plugins.ray.workers import EnvironmentWorker
+
+    resolved, plugins = load_config(QUICKSTART, ["run.name=protocol"])
+    local = resolved.create("environment", plugins, run_dir=tmp_path / "local")
+    ray.init(num_cpus=1, include_dashboard=False)
+    try:
+        worker = ray.remote(num_cpus=0.5)(EnvironmentWorker).remote(resolved.raw, str(QUICKSTART), 0, str(tmp_path))
+        protocol = RemoteProtocol(worker)
+        raw = {"id": "t-1", "instruction": "Open the terminal", "config": [], "evaluator": {"func": "infeasible"}}
+        task = local.convert_task(raw)
+        assert protocol.convert_task(raw) == task
+        assert protocol.system_prompt(task) == local.system_prompt(task)
+        text = '<tool_call>{"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [10, 20]}}</tool_call>'
+        assert protocol.parse_response(text) == local.parse_response(text)
+        from core.errors import ActionParseError
+
+        with pytest.raises(ActionParseError, match="no action found"):  # the worker's error, its type kept
+            protocol.parse_response("click somewhere")
+        ray.get(worker.close.remote())
+    finally:
+        ray.shutdown()

@@ -127,6 +127,20 @@ def main() -> None:
         bf16.close()
         return {"losses": shared["torch_losses"], "fp32": rate(metrics, seconds), "bf16": rate(bf16_metrics, bf16_seconds)}
 
+    def fsdp_backend() -> dict[str, Any]:
+        from trainers.fsdp import FSDPTrainer, FSDPTrainerOptions
+
+        torch.manual_seed(0)
+        trainer = FSDPTrainer(FSDPTrainerOptions(lr=1e-3), model=policy, algorithm=algorithm)  # nccl, 1 rank
+        metrics, seconds = timed_steps(trainer, segments, steps)
+        losses = [m["loss/pg"] for m in metrics]
+        out: dict[str, Any] = {"losses": losses, "fp32": rate(metrics, seconds)}
+        if "torch_losses" in shared:
+            out["loss_rel_diff_max"] = max(abs(a - b) / max(abs(b), 1e-6) for a, b in zip(losses, shared["torch_losses"]))
+            out["status"] = "ok" if out["loss_rel_diff_max"] < 1e-4 else "mismatch"
+        trainer.close()
+        return out
+
     def megatron_backend() -> dict[str, Any]:
         from trainers.megatron.backend import MegatronTrainer, MegatronTrainerOptions
 
@@ -206,6 +220,7 @@ def main() -> None:
                 "status": "ok" if max(before, after) < 1e-2 and engine.weight_version == 1 else "mismatch"}
 
     check("torch", results, torch_backend)
+    check("torch_fsdp", results, fsdp_backend)
     check("megatron", results, megatron_backend)
     check("vllm", results, vllm_engine)
     print(json.dumps(results, default=str))

@@ -5,7 +5,8 @@
 #   bash bench/gpu_check.sh [--quick]   # on the GPU machine (no network needed once .whl/ is there)
 #
 # Checks (bench/gpu_check.py; prints ONE JSON object):
-#   1. torch backend on the GPU: steps on a fixed batch (tiny Qwen3-VL), tokens/s, MFU
+#   1. torch backend on the GPU: steps on a fixed batch (tiny Qwen3-VL), tokens/s, MFU; torch-fsdp
+#      (one rank, NCCL) on the same batch: equal losses
 #   2. megatron backend (Megatron-Bridge import of the same tiny model, TP=1, distributed optimizer):
 #      per-step loss equal to the torch backend's on the same batch (fp32, tolerance in the JSON),
 #      exported HF weights equal to the torch backend's after the same steps, tokens/s and MFU (bf16)

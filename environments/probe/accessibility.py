@@ -94,7 +94,9 @@ def pyatspi_python() -> str | None:
     candidates = [sys.executable, shutil.which("python3") or "", "/usr/bin/python3"]
     for python in dict.fromkeys(c for c in candidates if c):
         try:
-            ok = subprocess.run([python, "-c", "import pyatspi"], capture_output=True, timeout=20).returncode == 0
+            # cwd "/": the probe's own cwd is the desktop home, which a reset replaces (python cannot start there)
+            ok = subprocess.run([python, "-c", "import pyatspi"], capture_output=True, timeout=20,
+                                cwd="/").returncode == 0
         except (OSError, subprocess.TimeoutExpired):
             ok = False
         if ok:
@@ -121,7 +123,7 @@ def dump_tree(env: Mapping[str, str]) -> tuple[str | None, str | None]:
         return None, reason
     python = pyatspi_python()
     assert python is not None
-    result = run_command([python, "-c", _DUMPER], timeout=DUMP_TIMEOUT_S, env=env)
+    result = run_command([python, "-c", _DUMPER], timeout=DUMP_TIMEOUT_S, env=env, cwd="/")
     if result.timed_out:
         return None, f"dumping the accessibility tree took longer than {DUMP_TIMEOUT_S:g} s"
     if result.returncode != 0:

@@ -69,7 +69,7 @@ async def calgebra(env: Any, expressions: list[str]) -> list[str | None]:
                                       timeout=CALGEBRA_TIMEOUT_S)
     if result.get("returncode") != 0:
         raise RuntimeError(f"calgebra failed on the desktop (is kalgebra installed?): {result.get('error')!s:.300}")
-    return kalgebra.parse_calgebra(result.get("output") or "", len(expressions))
+    return kalgebra.parse_calgebra(result.get("error") or "", len(expressions))
 
 
 async def get_kalgebra_variables(env: Any, config: Mapping[str, Any]) -> dict[str, Any] | None:

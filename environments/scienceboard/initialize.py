@@ -64,14 +64,39 @@ async def _standard(state: InitState, step_type: str, parameters: dict[str, Any]
     return results[0].detail
 
 
-async def wait_for_window(client: EnvironmentClient, title: str, timeout_s: float = WINDOW_TIMEOUT_S) -> None:
+#: ids of visible windows whose title (``_NET_WM_NAME`` or ``WM_NAME``) contains $1, case-insensitive. xdotool's
+#: own ``--name`` reads only WM_NAME, which some Qt 5 applications (KAlgebra) leave empty.
+_FIND_WINDOWS = r"""
+for w in $(xdotool search --onlyvisible --class . 2>/dev/null); do
+  name=$(xdotool getwindowname "$w" 2>/dev/null) || continue
+  case "${name,,}" in *"${1,,}"*) echo "$w";; esac
+done
+"""
+
+
+async def find_windows(client: EnvironmentClient, title: str) -> list[str]:
+    found = await client.execute(["bash", "-c", _FIND_WINDOWS, "find-windows", title], timeout=20)
+    return (found.get("output") or "").split()
+
+
+async def wait_for_window(client: EnvironmentClient, title: str, timeout_s: float = WINDOW_TIMEOUT_S) -> str:
+    """The id of the first visible window titled like ``title``, once one shows."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        found = await client.execute(["xdotool", "search", "--onlyvisible", "--name", title], timeout=10)
-        if found.get("returncode") == 0 and (found.get("output") or "").strip():
-            return
+        windows = await find_windows(client, title)
+        if windows:
+            return windows[0]
         await asyncio.sleep(0.3)
     raise ValueError(f"no window titled like {title!r} appeared within {timeout_s:g} s")
+
+
+async def activate_window(client: EnvironmentClient, title: str) -> None:
+    windows = await find_windows(client, title)
+    if not windows:
+        raise ValueError(f"no window titled like {title!r} is open")
+    result = await client.execute(["xdotool", "windowactivate", "--sync", windows[0]], timeout=15)
+    if result.get("returncode") != 0:
+        raise ValueError(f"cannot activate the {title!r} window: {result.get('error')!s:.200}")
 
 
 async def _launch(state: InitState, item: dict[str, Any]) -> Any:
@@ -112,10 +137,7 @@ async def _keys(state: InitState, *chords: str) -> None:
 
 
 async def _kalgebra_focus(state: InitState) -> None:
-    try:
-        await state.client.activate_window("KAlgebra")
-    except ProbeError as exc:
-        raise ValueError(f"KAlgebra's window is not open: {exc.reason}") from None
+    await activate_window(state.client, "KAlgebra")
 
 
 async def _kalgebra_tab(state: InitState, item: dict[str, Any]) -> Any:

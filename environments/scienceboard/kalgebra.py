@@ -75,15 +75,18 @@ def calgebra_script(expressions: Sequence[str]) -> str:
     return "".join(f"{e}\n" for e in expressions)
 
 
-def parse_calgebra(output: str, count: int) -> list[str | None]:
-    """Results of ``count`` lines fed to ``calgebra``: its output alternates ``>>> input`` and the result (or
-    ``Error:`` lines); None for an error."""
-    blocks = re.split(r"^>>> .*$", output, flags=re.MULTILINE)[1:]
-    results: list[str | None] = []
-    for block in blocks[:count]:
-        text = block.strip()
-        results.append(None if not text or text.startswith("Error") else text.splitlines()[0].strip())
-    return results + [None] * (count - len(results))
+def parse_calgebra(results: str, count: int) -> list[str | None]:
+    """Results of ``count`` lines fed to ``calgebra``, from its standard error, where it writes them in order: one
+    line per value, or ``Error:`` followed by `` - reason`` lines (None). Its standard output only echoes prompts."""
+    values: list[str | None] = []
+    for line in results.splitlines():
+        if line.startswith(" - ") and values and values[-1] is None:
+            continue  # the reasons of the error just recorded
+        if not line.strip() or line.strip() == "Exit.":
+            continue
+        values.append(None if line.strip() == "Error:" else line.strip())
+    values = values[:count]
+    return values + [None] * (count - len(values))
 
 
 def as_number(text: str | None) -> float | None:

@@ -80,7 +80,8 @@ VARIANTS = {
         "openbox", base="apt", description="every bundled task's applications (user-facing default)",
     ),
     "minimal": Variant(
-        COMMON_PACKAGES + ("matchbox-window-manager", "xterm", "mousepad"),
+        # python3-tk: pyautogui (OSWorld's action runner) needs tkinter; the tests' OSWorld stand-in adds pyautogui
+        COMMON_PACKAGES + ("matchbox-window-manager", "xterm", "mousepad", "python3-tk"),
         "matchbox-window-manager", description="terminal, editor and file tasks only (CI)",
     ),
 }

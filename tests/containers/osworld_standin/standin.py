@@ -67,8 +67,11 @@ class Proxy(BaseHTTPRequestHandler):
         if self.path == "/standin":
             self._answer(200, {"Content-Type": "application/json"}, json.dumps(report()).encode())
             return
+        entry = f"{self.command} {self.path}"
+        if self.path == "/execute" and body:
+            entry += " " + json.dumps(json.loads(body).get("command"))
         with LOCK:
-            REQUESTS.append(f"{self.command} {self.path}")
+            REQUESTS.append(entry)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
         try:
             upstream = http.client.HTTPConnection("127.0.0.1", PROBE_PORT, timeout=600)
@@ -93,6 +96,8 @@ class Proxy(BaseHTTPRequestHandler):
 
 
 def main() -> int:
+    # OSWorld's Ubuntu has one (its display manager writes it); python-xlib, under pyautogui, insists on it
+    open(os.path.join(os.environ["HOME"], ".Xauthority"), "ab").close()
     session = subprocess.Popen(
         [sys.executable, "-m", "environments.display", "--env-id", "osworld-standin", "--home", os.environ["HOME"],
          "--runtime-dir", f"/tmp/runtime-{os.getuid()}", "--size", "1280x720x24",

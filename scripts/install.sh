@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   xvfb xdotool x11-utils openbox imagemagick dbus-x11 at-spi2-core python3-pyatspi
   xterm mousepad libreoffice-calc libreoffice-writer chromium fonts-dejavu-core
-  podman runc
+  podman runc netavark aardvark-dns iptables mmdebstrap
 )
 
 if [ "${SCALECUA_SKIP_APT:-0}" != "1" ] && command -v apt-get >/dev/null 2>&1; then

@@ -202,6 +202,51 @@ def test_episodes_per_container_cleans_the_container_in_place(harness: Harness, 
     assert not running(backend.pool_id)
 
 
+def test_a_pool_spans_engines_and_reaches_each_its_own_way(harness: Harness, podman_service: PodmanService,
+                                                           minimal_image: str, tmp_path: Any) -> None:
+    """Two engine sockets stand for two machines: containers spread by load, one reached by container IP, the
+    other through an engine-assigned port."""
+    with PodmanService(tmp_path / "second.sock", runtime="runc") as second:
+        backend = harness.backend(podman_service, minimal_image, max_environments=2, warm=0, hosts=[
+            {"url": podman_service.url, "max_containers": 1},
+            {"url": second.url, "max_containers": 1, "access": "published"},
+        ])
+
+        async def two() -> list[tuple[str, str, tuple[int, int]]]:
+            try:
+                envs = await asyncio.gather(backend.acquire(), backend.acquire())
+                out = [(env.slot.engine.url, env.slot.url, await env.client.screen_size()) for env in envs]
+                await asyncio.gather(*(backend.release(env) for env in envs))
+                return out
+            finally:
+                await backend.close()
+
+        placed = sorted(harness.run(two()))
+    assert [engine for engine, _, _ in placed] == sorted([podman_service.url, second.url])
+    urls = {engine: url for engine, url, _ in placed}
+    assert urls[podman_service.url].startswith("http://10.") and urls[podman_service.url].endswith(":5000")
+    assert urls[second.url].startswith("http://127.0.0.1:") and not urls[second.url].endswith(":5000")
+    assert all(size == (1280, 800) for _, _, size in placed)
+
+
+def test_containers_that_fail_to_boot_fail_acquire_with_the_reason(harness: Harness, podman_service: PodmanService,
+                                                                   minimal_image: str) -> None:
+    backend = harness.backend(podman_service, minimal_image, max_environments=1, warm=0, max_start_failures=2,
+                              window_manager="no-such-window-manager", startup_timeout_s=20)
+
+    async def acquire() -> None:
+        try:
+            await backend.acquire()
+        finally:
+            await backend.close()
+
+    with pytest.raises(EnvironmentFailure, match="2 container starts failed in a row.*stopped while booting") as caught:
+        harness.run(acquire(), timeout=120)
+    assert "no-such-window-manager" in str(caught.value)  # the container's own log says what went wrong
+    assert backend.pool.stats["failed_starts"] == 2 and backend.pool.stats["started"] == 0
+    assert not running(backend.pool_id)
+
+
 def test_nothing_is_left_behind(harness: Harness, pool: ContainerDesktopBackend) -> None:
     harness.run(pool.close())
     assert ours() == []

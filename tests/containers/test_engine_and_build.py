@@ -1,0 +1,104 @@
+"""Engine hosts, ownership labels, options and the image build's inputs (no containers started here)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from core.errors import ScaleCUAError
+from core.pluginmanager import Plugins
+from environments.containers import build, engine
+from environments.containers.container_desktop import ContainerDesktopOptions
+from environments.containers.engine import Engine, EngineError, EngineHost
+from environments.containers.osworld_docker import OSWorldDockerOptions
+
+
+def test_both_backends_are_registered_with_their_options(plugins: Plugins) -> None:
+    registry = plugins.registry("environment")
+    assert {"container-desktop", "osworld-docker"} <= set(registry.names())
+    options = registry.get("container-desktop").parse_options({"hosts": ["unix:///run/x.sock"], "warm": 3})
+    assert isinstance(options, ContainerDesktopOptions)
+    assert options.hosts == [EngineHost(url="unix:///run/x.sock")] and options.warm == 3
+    osworld = registry.get("osworld-docker").parse_options({})
+    assert isinstance(osworld, OSWorldDockerOptions)
+    assert (osworld.ram_size, osworld.cpu_cores, osworld.disk_size, osworld.startup_timeout_s) == ("4G", 4, "32G", 300)
+
+
+def test_options_reject_unknown_fields() -> None:
+    with pytest.raises(ValidationError, match="max_enviroments"):
+        ContainerDesktopOptions.model_validate({"max_enviroments": 3})
+
+
+def test_host_access_defaults() -> None:
+    local = EngineHost(url="unix:///run/podman/podman.sock")
+    remote = EngineHost(url="ssh://ops@gpu-7")
+    assert (local.resolved_access, local.published_address) == ("container_ip", "127.0.0.1")
+    assert (remote.resolved_access, remote.published_address) == ("published", "gpu-7")
+    assert EngineHost(url="tcp://10.0.0.5:2375", address="192.168.1.5").published_address == "192.168.1.5"
+
+
+def test_default_host_comes_from_docker_host_or_an_existing_socket(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "tcp://10.1.2.3:2375")
+    assert engine.resolve_hosts([]) == [EngineHost(url="tcp://10.1.2.3:2375")]
+    monkeypatch.delenv("DOCKER_HOST")
+    monkeypatch.setattr(engine, "DEFAULT_SOCKETS", ("/nonexistent/podman.sock",))
+    with pytest.raises(ScaleCUAError, match="no container engine found.*podman system service"):
+        engine.resolve_hosts([])
+
+
+def test_an_unreachable_engine_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(EngineError, match=r"unreachable.*podman system service --time=0"):
+        Engine(EngineHost(url=f"unix://{tmp_path}/absent.sock"), timeout_s=5).open()
+
+
+def test_owner_labels_name_live_processes_only() -> None:
+    assert not engine.owner_is_gone(engine.owner_label())
+    child = subprocess.Popen([sys.executable, "-c", "import os, sys; print(open(f'/proc/{os.getpid()}/stat').read())"],
+                             stdout=subprocess.PIPE, text=True)
+    stat = child.communicate()[0]
+    ticks = stat.rsplit(")", 1)[1].split()[19]
+    label = f"{engine.socket.gethostname()}:{child.pid}:{ticks}"
+    assert engine.owner_is_gone(label)  # that process has exited
+    assert not engine.owner_is_gone(f"another-machine:{child.pid}:{ticks}")  # not ours to judge
+    assert not engine.owner_is_gone("garbage")
+
+
+def test_base_filesystem_command_installs_the_variant_without_docs() -> None:
+    argv = build.mmdebstrap_argv(build.VARIANTS["minimal"], "bookworm", "http://mirror/debian", "http://sec/debian")
+    include = next(a for a in argv if a.startswith("--include="))
+    assert {"xvfb", "xterm", "mousepad", "python3", "matchbox-window-manager"} <= set(include[10:].split(","))
+    assert "--dpkgopt=path-exclude=/usr/share/doc/*" in argv and "--format=tar" in argv
+    assert argv[-4:] == ["-", "deb http://mirror/debian bookworm main", "deb http://mirror/debian bookworm-updates main",
+                         "deb http://sec/debian bookworm-security main"]
+    full = build.VARIANTS["full"]
+    assert {"libreoffice-calc", "libreoffice-writer", "chromium", "openbox"} <= set(full.packages)
+
+
+def test_the_image_gets_exactly_the_probe_closure() -> None:
+    files = {str(p) for p in build.project_files()}
+    assert {"environments/probe/routes.py", "environments/display.py", "environments/containers/inside.py",
+            "core/types.py"} <= files
+    assert not any(f.startswith(("environments/tasks", "environments/judges", "plugins/")) for f in files)
+    names = {d.metadata["Name"].lower().replace("_", "-") for d in build.distribution_closure(build.PROBE_DISTRIBUTIONS)}
+    assert {"pydantic", "pydantic-core", "annotated-types", "typing-extensions", "structlog", "numpy", "mss",
+            "pluggy"} <= names
+    assert "torch" not in names and "docker" not in names
+
+
+def test_compiled_packages_are_not_copied_across_python_versions(tmp_path: Path) -> None:
+    numpy = build.distribution_closure(["numpy"])
+    with pytest.raises(ScaleCUAError, match=r"runs Python 3\.13 .*compiled packages \(numpy\)"):
+        build.copy_distributions(numpy, tmp_path, "trixie")
+    build.copy_distributions(numpy, tmp_path, "bookworm")
+    assert (tmp_path / "numpy" / "__init__.py").is_file()
+
+
+def test_unknown_variant_and_missing_packages_are_messages() -> None:
+    with pytest.raises(ScaleCUAError, match="unknown image variant 'huge'; available: full, minimal"):
+        build.build_image("huge")
+    with pytest.raises(ScaleCUAError, match="no-such-dist-xyz is not installed here"):
+        build.distribution_closure(["no-such-dist-xyz"])

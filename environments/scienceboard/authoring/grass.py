@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from environments.scienceboard.authoring.common import HOME, answer, click, done, enter, stop, task, type_, wait
+from environments.scienceboard.authoring.common import HOME, answer, click, done, enter, key, stop, task, type_, wait
 
 APP = "GrassGIS"
 WORK = f"{HOME}/.scienceboard"
@@ -41,9 +41,10 @@ NEAR = "lambda key, value: abs(key - value) <= 0.01"
 
 
 def console(*commands: str, pause: float = 3) -> list[dict[str, Any]]:
+    """Type modules into the Console tab's prompt; Escape closes the map-name completer (Enter would accept it)."""
     out: list[dict[str, Any]] = [click(*CONSOLE_TAB), wait(1)]
     for command in commands:
-        out += [type_(command), enter(), wait(pause)]
+        out += [type_(command), wait(0.3), key("Escape"), enter(), wait(pause)]
     return out
 
 

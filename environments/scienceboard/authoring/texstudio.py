@@ -1,7 +1,9 @@
 """TeXstudio tasks: edit a LaTeX document (``file`` / ``include``) so that it still compiles (``compile``).
 
 Each task writes its document with an initialize ``touch`` and opens it in
-TeXstudio. The oracles move with Go to Line (Ctrl+G), type, dismiss the
+TeXstudio (``--start-always``: TeXstudio otherwise hands the file to an
+instance already running for the same user, possibly on another desktop of
+this host). The oracles move with Go to Line (Ctrl+G), type, dismiss the
 completer with Escape (it would otherwise insert its own text on Return) and
 save with Ctrl+S.
 """
@@ -20,7 +22,7 @@ COMPILE = {"type": "compile", "path": DIR, "file": "main"}
 
 def setup(text: str, *extra: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"func": "touch", "path": MAIN, "text": text}, *extra,
-            {"func": "launch", "command": f"texstudio --no-session {MAIN}", "shell": True,
+            {"func": "launch", "command": f"texstudio --start-always --no-session {MAIN}", "shell": True,
              "window": "main.tex - TeXstudio", "wait": 1}]
 
 

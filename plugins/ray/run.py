@@ -53,6 +53,7 @@ class RayCluster:
                     init["object_store_memory"] = options.object_store_memory_mb << 20
             ray.init(**{k: v for k, v in init.items() if v is not None})
             self.started_ray = True
+        check_resources(options, placement, ray.cluster_resources())
         raw, source = resolved.raw, str(resolved.source) if resolved.source else None
         trainer_cls = ray.remote(num_cpus=options.cpus_per_trainer_worker, num_gpus=placement.trainer_gpus)(TrainerWorker)
         self.trainers = [trainer_cls.remote(raw, source, rank, placement.trainer_workers)
@@ -77,6 +78,31 @@ class RayCluster:
             self.ray.kill(actor)
         if self.started_ray:
             self.ray.shutdown()
+
+
+def check_resources(options: RayOptions, placement: Placement, cluster: dict[str, float]) -> None:
+    """Fail fast when the workers ask for more than the cluster has (Ray would wait forever)."""
+    from core.errors import ConfigError
+
+    cpus = (placement.trainer_workers * options.cpus_per_trainer_worker
+            + placement.rollout_workers * options.cpus_per_rollout_worker
+            + placement.env_workers * options.cpus_per_env_worker)
+    gpus = placement.trainer_workers * placement.trainer_gpus + placement.rollout_workers * placement.rollout_gpus
+    problems = []
+    if cpus > cluster.get("CPU", 0.0) + 1e-9:
+        problems.append(f"extra.ray: the workers reserve {cpus:g} CPUs but the cluster has {cluster.get('CPU', 0):g}; "
+                        "lower cpus_per_trainer_worker / cpus_per_rollout_worker / cpus_per_env_worker (fractions "
+                        "are fine) or env_workers")
+    if gpus > cluster.get("GPU", 0.0) + 1e-9:
+        problems.append(f"extra.ray: the workers need {gpus} GPUs but the cluster has {cluster.get('GPU', 0):g}; "
+                        "check nodes and gpus_per_node")
+    if options.env_resource and cluster.get(options.env_resource, 0.0) < placement.env_workers:
+        problems.append(f"extra.ray.env_resource: {placement.env_workers} environment workers need "
+                        f"{placement.env_workers} units of '{options.env_resource}', the cluster has "
+                        f"{cluster.get(options.env_resource, 0):g}; start env hosts with --resources "
+                        f"'{{\"{options.env_resource}\": N}}'")
+    if problems:
+        raise ConfigError(problems)
 
 
 def remote_components(resolved: ResolvedConfig, cluster: RayCluster, plugins: Any, run_dir: Path) -> ResolvedConfig:

@@ -279,6 +279,8 @@ class WarmPool:
         except Exception as exc:  # noqa: BLE001 (any start failure is retried; the message is kept)
             async with self.cond:
                 self._booting[engine] -= 1
+                if self.closed:
+                    return  # cut short by close(): not a failure
                 self._failures_in_a_row += 1
                 self._last_error = f"{type(exc).__name__}: {exc}"
                 self.stats["failed_starts"] += 1

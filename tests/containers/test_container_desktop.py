@@ -27,8 +27,8 @@ from tests.containers.conftest import ULIMITS, ours
 pytestmark = [pytest.mark.containers, pytest.mark.slow]
 
 T = TypeVar("T")
-TASK_IDS = ["os-make-executable", "os-archive-logs", "os-count-lines", "os-symlink-release",
-            "editor-change-port", "editor-append-host", "editor-enable-debug", "editor-new-todo-list"]
+TASK_IDS = ["os-make-executable", "os-archive-logs", "os-symlink-release",
+            "editor-change-port", "editor-append-host", "editor-new-todo-list"]
 
 
 def running(pool_id: str) -> set[str]:
@@ -61,7 +61,7 @@ def harness() -> Any:
 
 @pytest.fixture(scope="module")
 def pool(harness: Harness, podman_service: PodmanService, minimal_image: str) -> Any:
-    backend = harness.backend(podman_service, minimal_image, max_environments=4, warm=0, max_parallel_starts=4,
+    backend = harness.backend(podman_service, minimal_image, max_environments=4, warm=2, max_parallel_starts=4,
                               health_interval_s=0.5)
     yield backend
     harness.run(backend.close())

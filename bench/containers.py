@@ -38,7 +38,8 @@ from environments.containers.container_desktop import (
 from environments.containers.podman_service import PodmanService
 from environments.local_desktop import LocalDesktopBackend, LocalDesktopOptions
 
-ULIMITS = {"nofile": 1024, "nproc": 1024}
+#: the backend's default rlimits (what users get), soft = hard
+ULIMITS = ContainerDesktopOptions().ulimits
 TERMINAL_TASK = Task.model_validate({
     "id": "bench-terminal", "instruction": "bench", "evaluator": {"func": "infeasible"},
     "config": [

@@ -18,6 +18,7 @@ import pytest
 from core import envcheck
 from core.errors import EnvironmentFailure
 from core.pluginmanager import Plugins, load_plugins
+from core.types import Task
 from environments.containers.container_desktop import ContainerDesktopBackend
 from environments.containers.engine import LABEL_POOL
 from environments.containers.podman_service import PodmanService
@@ -200,6 +201,47 @@ def test_episodes_per_container_cleans_the_container_in_place(harness: Harness, 
     harness.run(three_episodes())
     assert backend.pool.stats["started"] == 2
     assert not running(backend.pool_id)
+
+
+GENERATED_GETTER = Task.model_validate({
+    "id": "generated-getter", "instruction": "Leave the answer in ~/Documents/answer.txt",
+    "config": [{"type": "execute", "parameters": {
+        "command": "mkdir -p ~/Documents && echo 42 > ~/Documents/answer.txt && id -un > ~/Documents/who.txt",
+        "shell": True}}],
+    "evaluator": {
+        "func": "exact_match",
+        "result": {"type": "answer_in_home", "name": "answer.txt"},
+        "expected": {"type": "rule", "rules": {"expected": "42 (read as user in /home/user)"}},
+        "code": (
+            "import os\n\n"
+            "def get_answer_in_home(config):\n"
+            "    with open(os.path.join('Documents', config['name'])) as handle:\n"
+            "        answer = handle.read().strip()\n"
+            "    with open(os.path.join('Documents', 'who.txt')) as handle:\n"
+            "        user = handle.read().strip()\n"
+            "    return f'{answer} (read as {user} in {os.getcwd()})'\n"
+        ),
+    },
+})
+
+
+def test_generated_getters_run_inside_the_container(harness: Harness, pool: ContainerDesktopBackend) -> None:
+    """The container is isolated (no home on this host): the in-environment executor runs the getter in it."""
+    executor = harness.plugins.registry("judge_executor").create("in-environment", {"wall_timeout_s": 20})
+
+    async def judge() -> Any:
+        env = await pool.acquire()
+        try:
+            assert env.isolated and env.home_dir is None
+            await env.reset(GENERATED_GETTER)
+            return await pool.evaluate(env, GENERATED_GETTER, executor=executor,
+                                       getters=harness.plugins.registry("getter"),
+                                       metrics=harness.plugins.registry("metric"), last_action=None)
+        finally:
+            await pool.release(env)
+
+    judgement = harness.run(judge())
+    assert (judgement.status.value, judgement.score) == ("ok", 1.0), judgement
 
 
 def test_a_pool_spans_engines_and_reaches_each_its_own_way(harness: Harness, podman_service: PodmanService,

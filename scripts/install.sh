@@ -10,6 +10,7 @@ APT_PACKAGES=(
   xvfb xdotool x11-utils openbox imagemagick dbus-x11 at-spi2-core python3-pyatspi
   xterm mousepad libreoffice-calc libreoffice-writer chromium fonts-dejavu-core
   podman runc netavark aardvark-dns iptables mmdebstrap
+  kalgebra texstudio texlive-latex-base grass-gui   # ScienceBoard tasks (~145 MB download, ~725 MB installed)
 )
 
 if [ "${SCALECUA_SKIP_APT:-0}" != "1" ] && command -v apt-get >/dev/null 2>&1; then

@@ -84,6 +84,12 @@ VARIANTS = {
         COMMON_PACKAGES + ("matchbox-window-manager", "xterm", "mousepad", "python3-tk"),
         "matchbox-window-manager", description="terminal, editor and file tasks only (CI)",
     ),
+    # ScienceBoard's applications that Debian packages (environments/scienceboard/README.md adds the others)
+    "scienceboard": Variant(
+        COMMON_PACKAGES + ("openbox", "at-spi2-core", "python3-pyatspi", "xdg-utils", "kalgebra", "texstudio",
+                           "texlive-latex-base", "grass-gui"),
+        "openbox", base="apt", description="KAlgebra, TeXstudio (+ pdflatex, bibtex), GRASS GIS; AT-SPI on",
+    ),
 }
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal, Mapping
 
 import structlog
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from core.errors import ActionParseError, ScaleCUAError
 from core.interfaces import Environment, EnvironmentBackend, JudgeExecutor
@@ -54,12 +54,23 @@ class DesktopSlot(BaseModel):
     name: str = Field("local-desktop", description="registered environment backend (e.g. local-desktop)")
     options: dict[str, Any] = Field(default_factory=dict, description="that backend's options")
 
-    @field_validator("name")
-    @classmethod
-    def _not_self(cls, value: str) -> str:
-        if value == "scienceboard":
+    @model_validator(mode="after")
+    def _known_backend(self) -> DesktopSlot:
+        """The backend exists and takes these options (checked with the config, not when desktops start)."""
+        if self.name == "scienceboard":
             raise ValueError("desktop.name must be a desktop backend such as local-desktop, not scienceboard itself")
-        return value
+        from core.pluginmanager import load_plugins
+        from core.registry import unknown_name_message
+
+        registry = load_plugins().registry("environment")
+        if self.name not in registry:
+            raise ValueError(unknown_name_message(registry.label, self.name, registry.names()))
+        try:
+            registry.get(self.name).parse_options(dict(self.options))
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise ValueError(f"options of {self.name}: {problems}") from None
+        return self
 
 
 def _default_desktop() -> DesktopSlot:

@@ -38,7 +38,7 @@ import hashlib
 import json
 from typing import Any, Callable, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from core.types import Evaluator, Task
 
@@ -227,7 +227,11 @@ def lean_query(task: ScienceBoardTask) -> str:
 
 def convert_task(raw: Mapping[str, Any], *, port: int = 8000, upstream_home: str = UPSTREAM_HOME) -> Task:
     """Turn ScienceBoard JSON into a :class:`Task`; raises ``ValueError`` naming what is wrong."""
-    source = ScienceBoardTask.model_validate(raw)
+    try:
+        source = ScienceBoardTask.model_validate(raw)
+    except ValidationError as exc:  # one line naming every field: the task loader shows the first line
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'task'}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"not a ScienceBoard task: {problems}") from None
     task = localize(source, port=port, upstream_home=upstream_home)
     task_id = task.id or derived_id(task)
     funcs, results, expecteds, options = [], [], [], []

@@ -97,8 +97,8 @@ def format_table(table: Mapping[str, Any], title: str) -> str:
 
 async def evaluate(resolved: Any, plugins: Any, run_dir: Path, *, ckpt: Path | None, passes: int) -> dict[str, Any]:
     cfg = resolved.config
-    eval_paths = cfg.tasks.eval_paths or cfg.tasks.paths
-    c = build_components(resolved, plugins, run_dir, train=False, task_paths=eval_paths)
+    # tasks.eval_paths when given; else the training pool (with its tasks.include / tasks.domains filters)
+    c = build_components(resolved, plugins, run_dir, train=False, task_paths=cfg.tasks.eval_paths or None)
     try:
         if ckpt is not None:
             trainer = resolved.create("trainer", plugins, model=c.model, algorithm=cfg.algorithm, seed=cfg.run.seed)

@@ -84,10 +84,22 @@ def test_run_completes_with_metrics_checkpoints_and_report(tmp_path):
     assert len(rollouts) == 4 and json.loads(rollouts[0])["turns"]
     manifest = json.loads((run_dir / "plugins.json").read_text())
     assert manifest["selected"]["sampler"]["name"] == "frontier"
+    assert (run_dir / "report" / "curves.png").stat().st_size > 5000  # written when the run ended
     report = run_cli("core.report", str(run_dir))
     assert report.returncode == 0, report.stderr
-    assert (run_dir / "report" / "curves.png").stat().st_size > 5000
     assert not tagged_processes(run_dir)
+
+    # evaluate the last checkpoint: per-domain table with pass@k, and JSON
+    out = tmp_path / "eval.json"
+    evaluation = run_cli("core.eval", "--config", str(QUICKSTART), "--checkpoint",
+                         str(run_dir / "checkpoints" / "iter_000003"), "--passes", "2", "--out", str(out),
+                         *small(tmp_path / "eval-runs", **{"tasks.include": "[os-count-lines,os-sort-unique]"}))
+    assert evaluation.returncode == 0, evaluation.stderr[-3000:]
+    assert "Overall" in evaluation.stdout and "pass@2" in evaluation.stdout
+    result = json.loads(out.read_text())
+    overall = result["domains"]["Overall"]
+    assert result["passes"] == 2 and overall["tasks"] == 2
+    assert overall["pass_at"]["4"] is None and 0.0 <= overall["success"] <= 100.0
 
 
 def test_sigkill_mid_iteration_then_resume_loses_and_duplicates_nothing(tmp_path):

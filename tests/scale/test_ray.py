@@ -49,20 +49,27 @@ def test_impossible_splits_are_config_errors() -> None:
 
 def _run(module: str, out: Path, extra: list[str]) -> list[dict]:
     cmd = [sys.executable, "-m", module, "--config", str(QUICKSTART), *OVERRIDES, f"run.output_dir={out}", *extra]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=REPO,
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1150, cwd=REPO,
                           env={**os.environ, "PYTHONUNBUFFERED": "1", "RAY_DEDUP_LOGS": "0"})
     assert proc.returncode == 0, proc.stderr[-4000:]
     (metrics,) = out.glob("*/metrics.jsonl")
     return [json.loads(line) for line in metrics.read_text().splitlines()]
 
 
+#: infrastructure counters: a desktop that fails to start under load is retried with the same episode seed,
+#: which changes these counts but not the episode (every learning metric must still match)
+RETRY_COUNTERS = ("rollout/env_errors", "rollout/episodes")
+
+
 def _comparable(record: dict) -> dict:
     return {k: v for k, v in record.items()
-            if not k.startswith(("time/", "train/time/")) and not k.endswith("seconds_mean")}
+            if not k.startswith(("time/", "train/time/")) and not k.endswith("seconds_mean")
+            and k not in RETRY_COUNTERS}
 
 
 @pytest.mark.slow
 @pytest.mark.desktop
+@pytest.mark.timeout(2400)  # ~5 min on an idle 2-core machine; far more when other jobs share the cores
 def test_quickstart_on_ray_matches_the_single_process_run(tmp_path) -> None:
     single = _run("core.run", tmp_path / "single", [])
     ray = _run("plugins.ray.run", tmp_path / "ray", RAY)

@@ -320,8 +320,10 @@ class ContainerBackend(EnvironmentBackend):
             if self.pool.closed:
                 raise EngineError(f"{name}: the pool closed while it was booting")
             try:
-                await client._request("GET", "/screenshot", timeout=10)
+                await asyncio.wait_for(client.screenshot(), 10)
                 return
+            except TimeoutError:
+                last_error = "GET /screenshot took over 10 s"
             except ProbeError as exc:
                 if exc.status_code in (401, 403):
                     raise EngineError(f"{name}: the desktop refused our token ({exc.reason})") from exc

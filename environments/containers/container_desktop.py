@@ -88,13 +88,6 @@ class ContainerDesktopBackend(ContainerBackend):
 
     async def after_ready(self, slot: Slot) -> None:
         slot.screen_size = self.screen_size
-        for _ in range(20):  # the session prints its ready line right after the probe starts answering
-            slot.info = self._ready_line(await asyncio.to_thread(slot.engine.logs, slot.container_id, tail=200,
-                                                                 stderr=False))
-            if slot.info:
-                return
-            await asyncio.sleep(0.1)
-        log.warning("no ready line in the container log; soft resets will spare only pid 1", container=slot.name)
 
     @staticmethod
     def _ready_line(logs: str) -> dict[str, Any]:
@@ -108,7 +101,13 @@ class ContainerDesktopBackend(ContainerBackend):
         return {}
 
     async def soft_reset(self, slot: Slot) -> None:
-        keep = ",".join(str(pid) for pid in (slot.info.get("pids") or {}).values())
+        if not slot.info:  # the session's ready line names its own processes (read once, when first needed)
+            slot.info = self._ready_line(await asyncio.to_thread(slot.engine.logs, slot.container_id, tail=500,
+                                                                 stderr=False))
+        if not slot.info.get("pids"):
+            raise EnvironmentFailure(f"{slot.name}: the container log has no session ready line, so its apps cannot "
+                                     "be told from the desktop's own processes; use episodes_per_container: 1")
+        keep = ",".join(str(pid) for pid in slot.info["pids"].values())
         result = await slot.client.execute(
             ["python3", "-m", "environments.containers.inside", "reset", "--env-id", slot.name, "--keep", keep],
             timeout=60,

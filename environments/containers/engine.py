@@ -175,7 +175,7 @@ class Engine:
                                          max_pool_size=64, use_ssh_client=self.url.startswith("ssh://"))
             pong = client.api._get(client.api._url("/_ping"))
             pong.raise_for_status()
-        except Exception as exc:  # noqa: BLE001 (docker raises many kinds: all mean "unreachable")
+        except Exception as exc:  # docker raises many kinds here: all mean "unreachable"
             hint = ("start it with `podman system service --time=0 unix:///run/podman/podman.sock &` "
                     "(or start the Docker daemon)") if self.host.is_local else "check that the engine runs and the URL"
             raise EngineError(f"container engine {self.url} is unreachable ({exc}); {hint}") from exc

@@ -25,7 +25,7 @@ from typing import Any, Literal, Mapping
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from core.errors import ActionParseError, ScaleCUAError
+from core.errors import ActionParseError, EnvironmentFailure, ScaleCUAError
 from core.interfaces import Environment, EnvironmentBackend, JudgeExecutor
 from core.types import Action, ActionType, Judgement, Observation, Task
 from environments import actions
@@ -137,8 +137,6 @@ class ScienceBoardEnvironment(Environment):
             try:
                 return await asyncio.wait_for(self._reset_once(task, source), self.options.reset_timeout_s)
             except asyncio.TimeoutError:
-                from core.errors import EnvironmentFailure
-
                 raise EnvironmentFailure(f"desktop {self.env_id}: reset for task {task.id} exceeded "
                                          f"{self.options.reset_timeout_s:g} s") from None
             except SetupError as exc:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import sys
 import time
 from collections.abc import Awaitable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -287,6 +289,33 @@ def test_containers_that_fail_to_boot_fail_acquire_with_the_reason(harness: Harn
     assert "no-such-window-manager" in str(caught.value)  # the container's own log says what went wrong
     assert backend.pool.stats["failed_starts"] == 2 and backend.pool.stats["started"] == 0
     assert not running(backend.pool_id)
+
+
+def test_containers_of_a_killed_process_are_removed_by_the_next_backend(harness: Harness,
+                                                                        podman_service: PodmanService,
+                                                                        minimal_image: str) -> None:
+    script = (
+        "import asyncio\n"
+        "from environments.containers.container_desktop import ContainerDesktopBackend, ContainerDesktopOptions\n"
+        f"options = ContainerDesktopOptions(hosts=[{podman_service.url!r}], image={minimal_image!r}, "
+        f"ulimits={ULIMITS!r}, runtime='runc', max_environments=1, warm=0)\n"
+        "async def main():\n"
+        "    env = await ContainerDesktopBackend(options).acquire()\n"
+        "    print('CONTAINER', env.container_id, flush=True)\n"
+        "    await asyncio.sleep(600)\n"
+        "asyncio.run(main())\n"
+    )
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                             cwd=Path(__file__).resolve().parents[2])
+    assert owner.stdout is not None
+    container_id = next(line.split()[1] for line in owner.stdout if line.startswith("CONTAINER "))
+    owner.kill()  # SIGKILL: no close(), no atexit
+    owner.wait()
+    exists = ["podman", "container", "exists", container_id]
+    assert container_id and subprocess.run(exists, check=False).returncode == 0  # left behind...
+    backend = harness.backend(podman_service, minimal_image, max_environments=1, warm=0)
+    harness.run(backend.close())
+    assert subprocess.run(exists, check=False).returncode == 1  # ...until the next backend on this machine
 
 
 def test_nothing_is_left_behind(harness: Harness, pool: ContainerDesktopBackend) -> None:

@@ -18,24 +18,13 @@ from typing import Any, Sequence
 
 from core.interfaces import ChatRenderer, Message, RenderedPrompt
 from core.types import Screenshot
+from plugins.qwen_vl.tokenizer import QWEN_SPECIAL_TOKENS
 from plugins.qwen_vl.vision import ImageProcessor
 
 IMAGE_PAD = "<|image_pad|>"
-#: Qwen-VL tokens a policy must never sample: they would open a vision span or break the chat structure.
-SUPPRESSED_TOKENS = (
-    "<|im_start|>",
-    "<|object_ref_start|>",
-    "<|object_ref_end|>",
-    "<|box_start|>",
-    "<|box_end|>",
-    "<|quad_start|>",
-    "<|quad_end|>",
-    "<|vision_start|>",
-    "<|vision_end|>",
-    "<|vision_pad|>",
-    "<|image_pad|>",
-    "<|video_pad|>",
-)
+#: Qwen-VL tokens a policy must never sample: they would open a vision span or break the chat structure
+#: (every special token except the two that end a turn).
+SUPPRESSED_TOKENS = tuple(t for t in QWEN_SPECIAL_TOKENS if t not in ("<|endoftext|>", "<|im_end|>"))
 
 
 class RenderError(ValueError):

@@ -173,12 +173,33 @@ def _pydantic_problems(prefix: str, exc: ValidationError) -> list[str]:
     return problems
 
 
-def _suggest_field(path: str, model: type[BaseModel]) -> str:
+def _nested_model(model: type[BaseModel], parts: list[str]) -> type[BaseModel]:
+    """The (sub)model owning the last key of ``parts`` (``hosts[0].url`` -> the host model)."""
+    import typing
+
+    for part in parts[:-1]:
+        field = model.model_fields.get(part.split("[")[0])
+        if field is None:
+            return model
+        candidates = [field.annotation]
+        while candidates:  # unwrap Optional[...], list[...], dict[str, ...]
+            ann = candidates.pop()
+            if isinstance(ann, type) and issubclass(ann, BaseModel):
+                model = ann
+                break
+            candidates.extend(typing.get_args(ann))
+        else:
+            return model
+    return model
+
+
+def _suggest_field(path: str, model: type[BaseModel], root: str = "") -> str:
     from core.registry import close_matches
 
-    leaf = path.rsplit(".", 1)[-1]
-    match = close_matches(leaf, list(model.model_fields))
-    return f" Did you mean '{match[0]}'?" if match else f" Known options: {', '.join(model.model_fields) or '(none)'}."
+    parts = path.removeprefix(root).strip(".").split(".")
+    owner = _nested_model(model, parts) if root else model
+    match = close_matches(parts[-1], list(owner.model_fields))
+    return f" Did you mean '{match[0]}'?" if match else f" Known options: {', '.join(owner.model_fields) or '(none)'}."
 
 
 def _section_model(path: str) -> type[BaseModel] | None:
@@ -299,7 +320,8 @@ def validate(
         except ValidationError as exc:
             for problem in _pydantic_problems(f"{path}.options", exc):
                 if problem.endswith("unknown option"):
-                    problem += "." + _suggest_field(problem.split(":")[0], component.options_model)
+                    problem += "." + _suggest_field(problem.split(":")[0], component.options_model,
+                                                    root=f"{path}.options")
                 problems.append(problem)
         except (ImportError, AttributeError, TypeError) as exc:
             problems.append(f"{path}: {registry.label} '{name}' from '{component.provider}' cannot load its "

@@ -105,11 +105,17 @@ def _digest(path: str) -> str | None:
 def host_guard() -> Iterator[None]:
     """After the test: no process left behind, no scratch dirs or mounts left, /etc/shadow unchanged."""
     before_shadow = _digest("/etc/shadow")
+    # descendants that predate the test (e.g. another area's session-wide podman service) are not ours
+    existing = {entry.split(" ", 1)[0] for entry in leftover_processes()}
+
+    def new_processes() -> list[str]:
+        return [entry for entry in leftover_processes() if entry.split(" ", 1)[0] not in existing]
+
     yield
     deadline = time.monotonic() + 3.0
-    while leftover_processes() and time.monotonic() < deadline:
+    while new_processes() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert leftover_processes() == []
+    assert new_processes() == []
     assert _workdirs() == set()
     assert _mounts() == []
     assert _digest("/etc/shadow") == before_shadow

@@ -126,8 +126,8 @@ async def timed_reset(env: Any) -> float:
 
 async def resets(service: PodmanService, image: str, repeats: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    # warm: each reset after the first swaps the used container for a pre-booted one
-    warm = backend(service, image, max_environments=1, warm=1)
+    # warm: each reset after the first swaps the used container for a pre-booted one (the spare needs room: 2 alive)
+    warm = backend(service, image, max_environments=2, warm=1)
     try:
         await warm.prewarm(120)
         env = await warm.acquire()

@@ -70,8 +70,12 @@ class ContainerPoolOptions(BaseModel):
         description="container engines to place desktops on (strings are URLs); default: DOCKER_HOST or the "
         "local podman/docker socket",
     )
-    max_environments: int = Field(4, ge=1, le=1024, description="most environments handed out at once")
-    warm: int = Field(1, ge=0, le=256, description="booted idle containers kept ready beyond those in use")
+    max_environments: int = Field(
+        4, ge=1, le=1024,
+        description="most containers alive at once: in use, warm, booting and being removed (size it by memory)",
+    )
+    warm: int = Field(1, ge=0, le=256, description="booted idle containers kept ready, as far as max_environments "
+                      "leaves room beside those in use")
     episodes_per_container: int = Field(1, ge=1, description="episodes before a container is replaced (1: fresh "
                                         "container every episode)")
     max_parallel_starts: int = Field(2, ge=1, le=64, description="containers booting at once (cold starts are CPU-heavy)")
@@ -246,7 +250,7 @@ class ContainerBackend(EnvironmentBackend):
             raise
         self.pool_id = f"scalecua-{self.kind}-{uuid.uuid4().hex[:8]}"
         self.pool = WarmPool(
-            self.engines, self.launch, name_prefix=self.pool_id, max_in_use=options.max_environments,
+            self.engines, self.launch, name_prefix=self.pool_id, capacity=options.max_environments,
             warm=options.warm, health_interval_s=options.health_interval_s,
             max_parallel_starts=options.max_parallel_starts, max_start_failures=options.max_start_failures,
         )
@@ -331,7 +335,7 @@ class ContainerBackend(EnvironmentBackend):
             if time.monotonic() >= next_state_check:
                 state = await asyncio.to_thread(engine.state, container_id)
                 if state != "running":
-                    logs = await asyncio.to_thread(engine.logs, container_id, tail=15)
+                    logs = await asyncio.to_thread(engine.logs_after_exit, container_id, tail=15)
                     raise EngineError(f"{name} on {engine.url} stopped while booting (state {state}). "
                                       f"Container log: {logs.strip()[-1500:]}")
                 next_state_check = time.monotonic() + 1.0

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -292,6 +293,24 @@ class Engine:
         except docker.errors.APIError:
             return ""
         return data.decode(errors="replace") if isinstance(data, bytes) else str(data)
+
+    def logs_after_exit(self, container_id: str, *, tail: int = 50, timeout_s: float = 10.0) -> str:
+        """The log of a container that stopped, once the engine has it: waits (up to ``timeout_s``) for the
+        container to be exited, then for its log to be non-empty (the engine's log writer may still be draining
+        the container's output when its state already changed)."""
+        import docker.errors
+        import requests
+
+        deadline = time.monotonic() + timeout_s
+        try:
+            self.client.api.wait(container_id, timeout=max(1, int(timeout_s)))
+        except (docker.errors.APIError, requests.exceptions.RequestException):
+            pass  # gone, or still not exited at the deadline: read what there is
+        while True:
+            text = self.logs(container_id, tail=tail)
+            if text.strip() or time.monotonic() >= deadline or self.state(container_id) is None:
+                return text
+            time.sleep(0.1)
 
     def kill(self, container_id: str) -> None:
         import docker.errors

@@ -1,10 +1,14 @@
 """A warm pool of containers: pre-booted desktops handed to episodes, recycled, replaced when dead.
 
 Each :class:`Slot` is one running container whose desktop answered its
-readiness check. The pool keeps ``warm`` booted, idle slots on top of those
-in use (booting at most ``max_parallel_starts`` at once, so a 2-core machine
-is not swamped by cold starts), spreads containers over its engines by load,
-and never hands out more than ``max_in_use`` at once.
+readiness check. The pool never holds more than ``capacity`` live containers
+(the memory bound users size it by): a container counts from the request that
+creates it until the engine confirms its removal, so booting and
+being-removed containers count too; only containers the engine reported
+stopped do not. Within that bound it keeps ``warm`` booted, idle slots beside
+those in use (booting at most ``max_parallel_starts`` at once, so a 2-core
+machine is not swamped by cold starts) and spreads containers over its
+engines by load.
 
 A health check runs every ``health_interval_s``: one list request per engine
 finds containers that stopped (killed, crashed, OOM) and a probe request per
@@ -37,6 +41,9 @@ from environments.containers.engine import Engine, EngineError
 
 log = structlog.get_logger(__name__)
 
+#: engine states of a container that holds no memory any more (None: the engine no longer lists it)
+STOPPED_STATES = frozenset({None, "exited", "dead", "stopped"})
+
 
 @dataclass(eq=False)
 class Slot:
@@ -56,6 +63,8 @@ class Slot:
     #: something ran in it since it booted (a later reset has to clean up)
     dirty: bool = False
     dead: bool = False
+    #: the engine reported the container stopped or gone (it no longer counts against the capacity)
+    stopped: bool = False
     removed: bool = False
     #: set when the health check finds the container dead (episodes holding the slot stop waiting on it)
     died: asyncio.Event = field(default_factory=asyncio.Event)
@@ -76,7 +85,7 @@ class WarmPool:
         launch: Launcher,
         *,
         name_prefix: str,
-        max_in_use: int,
+        capacity: int,
         warm: int,
         health_interval_s: float = 5.0,
         max_parallel_starts: int = 2,
@@ -87,7 +96,9 @@ class WarmPool:
         self.engines = engines
         self._launch = launch
         self.name_prefix = name_prefix
-        self.max_in_use = max_in_use
+        if capacity < 1:
+            raise ValueError("a pool needs a capacity of at least one container")
+        self.capacity = capacity
         self.warm = warm
         self.health_interval_s = health_interval_s
         self.max_parallel_starts = max_parallel_starts
@@ -95,6 +106,8 @@ class WarmPool:
         self._idle: collections.deque[Slot] = collections.deque()
         self._in_use: set[Slot] = set()
         self._booting: collections.Counter[Engine] = collections.Counter()
+        #: containers whose removal was decided but not yet confirmed by the engine (still live until then)
+        self._removing: collections.Counter[Engine] = collections.Counter()
         self._waiters = 0
         self._counter = itertools.count(1)
         self._failures_in_a_row = 0
@@ -105,13 +118,14 @@ class WarmPool:
         self._cond: asyncio.Condition | None = None
         self.closed = False
         self.stats: dict[str, Any] = {"started": 0, "failed_starts": 0, "destroyed": 0, "recycled": 0,
-                                      "reused": 0, "replaced_dead": 0, "ready_s": []}
+                                      "reused": 0, "replaced_dead": 0, "ready_s": [], "peak_alive": 0}
 
     # -- accounting ------------------------------------------------------------
 
     def _alive_on(self, engine: Engine) -> int:
-        live = sum(1 for s in itertools.chain(self._idle, self._in_use) if s.engine is engine and not s.dead)
-        return live + self._booting[engine]
+        """Containers on ``engine`` that count against the capacity: booting, idle, in use, being removed."""
+        live = sum(1 for s in itertools.chain(self._idle, self._in_use) if s.engine is engine and not s.stopped)
+        return live + self._booting[engine] + self._removing[engine]
 
     def _capacity_left(self, engine: Engine) -> bool:
         cap = engine.host.max_containers
@@ -133,6 +147,18 @@ class WarmPool:
     def booting(self) -> int:
         return sum(self._booting.values())
 
+    @property
+    def removing(self) -> int:
+        return sum(self._removing.values())
+
+    def _warm_target(self) -> int:
+        """Idle slots to keep: ``warm``, as far as the capacity left beside the slots in use allows."""
+        in_use = sum(1 for s in self._in_use if not s.stopped)
+        return max(0, min(self.warm, self.capacity - in_use))
+
+    def _note_peak(self) -> None:
+        self.stats["peak_alive"] = max(self.stats["peak_alive"], self.alive)
+
     def slots(self) -> list[Slot]:
         return [*self._idle, *self._in_use]
 
@@ -152,15 +178,15 @@ class WarmPool:
         return self._cond
 
     async def wait_warm(self, timeout_s: float) -> None:
-        """Wait until ``warm`` containers are booted and idle (or the pool's capacity is reached)."""
+        """Wait until ``warm`` containers are booted and idle (fewer when the slots in use leave less capacity)."""
         deadline = time.monotonic() + timeout_s
         async with self.cond:
-            while self.idle < self.warm:
+            while self.idle < self._warm_target():
                 self._raise_if_failing()
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise EnvironmentFailure(
-                        f"{self.name_prefix}: only {self.idle} of {self.warm} warm containers ready after "
+                        f"{self.name_prefix}: only {self.idle} of {self._warm_target()} warm containers ready after "
                         f"{timeout_s:g} s (last error: {self._last_error})"
                     )
                 try:
@@ -169,14 +195,14 @@ class WarmPool:
                     pass
 
     async def take(self) -> Slot:
-        """A ready slot (booting one if none is idle); waits while ``max_in_use`` are handed out."""
+        """A ready slot (booting one if none is idle); waits while ``capacity`` are handed out."""
         async with self.cond:
             self._waiters += 1
             try:
                 while True:
                     if self.closed:
                         raise PoolClosed(f"{self.name_prefix}: the pool is closed")
-                    if self._idle and len(self._in_use) < self.max_in_use:
+                    if self._idle and len(self._in_use) < self.capacity:
                         slot = self._idle.popleft()
                         self._in_use.add(slot)
                         return slot
@@ -196,7 +222,7 @@ class WarmPool:
                 self.stats["reused"] += 1
             else:
                 self.stats["recycled"] += 1
-                self._spawn(self._destroy(slot))
+                self._retire(slot)
             self._top_up()
             self.cond.notify_all()
 
@@ -251,22 +277,31 @@ class WarmPool:
         task.add_done_callback(self._tasks.discard)
 
     def _top_up(self) -> None:
-        """Boot containers until idle + booting covers ``warm`` plus whoever waits (caller holds the lock)."""
+        """Boot containers until idle + booting covers ``warm`` plus whoever waits, never beyond the capacity
+        (caller holds the lock)."""
         if self.closed or self._cond is None:
             return
         now = time.monotonic()
         if now < self._backoff_until:
             return
         in_use = sum(1 for s in self._in_use if not s.dead)
-        want = self.warm + max(0, min(self._waiters, self.max_in_use - in_use))
-        limit = self.max_in_use + self.warm
-        while self.idle + self.booting < want and self.alive < limit and self.booting < self.max_parallel_starts:
+        want = self.warm + max(0, min(self._waiters, self.capacity - in_use))
+        while (self.idle + self.booting < want and self.alive < self.capacity
+               and self.booting < self.max_parallel_starts):
             engines = [e for e in self.engines if self._capacity_left(e)]
             if not engines:
                 return
             engine = min(engines, key=self._alive_on)
             self._booting[engine] += 1
+            self._note_peak()
             self._spawn(self._boot(engine, f"{self.name_prefix}-{next(self._counter)}"))
+
+    def _retire(self, slot: Slot) -> None:
+        """Remove ``slot``'s container in the background; it counts against the capacity until the engine confirms
+        the removal, unless it already stopped (caller holds the lock)."""
+        if not slot.stopped:
+            self._removing[slot.engine] += 1
+        self._spawn(self._destroy(slot, counted=not slot.stopped))
 
     async def _boot(self, engine: Engine, name: str) -> None:
         started = time.monotonic()
@@ -298,7 +333,7 @@ class WarmPool:
             self.stats["started"] += 1
             self.stats["ready_s"].append(round(slot.ready_s, 3))
             if self.closed:
-                self._spawn(self._destroy(slot))
+                self._retire(slot)
                 return
             self._idle.append(slot)
             log.info("container ready", pool=self.name_prefix, container=name, engine=engine.url,
@@ -314,15 +349,26 @@ class WarmPool:
         async with self.cond:
             self._top_up()
 
-    async def _destroy(self, slot: Slot) -> None:
-        """Close the slot's client and remove its container (once)."""
+    async def _destroy(self, slot: Slot, *, counted: bool = False) -> None:
+        """Close the slot's client and remove its container (once); ``counted``: :meth:`_retire` counted it as
+        being removed, so the capacity it frees is given back (and used) here."""
         slot.dead = True
-        await slot.client.close()
-        if slot.removed:
-            return
-        slot.removed = True
-        await asyncio.to_thread(slot.engine.remove, slot.container_id)
-        self.stats["destroyed"] += 1
+        try:
+            await slot.client.close()
+            if slot.removed:
+                return
+            slot.removed = True
+            await asyncio.to_thread(slot.engine.remove, slot.container_id)
+            self.stats["destroyed"] += 1
+        finally:
+            if counted:
+                await self._removed(slot.engine)
+
+    async def _removed(self, engine: Engine) -> None:
+        async with self.cond:
+            self._removing[engine] -= 1
+            self._top_up()
+            self.cond.notify_all()
 
     # -- health ------------------------------------------------------------------
 
@@ -351,8 +397,10 @@ class WarmPool:
             for slot in self.slots():
                 if slot.dead:
                     continue
-                if states.get(slot.container_id) != "running" or slot in silent:
+                state = states.get(slot.container_id)
+                if state != "running" or slot in silent:
                     slot.dead = True
+                    slot.stopped = state in STOPPED_STATES
                     slot.died.set()
                     dead.append(slot)
                     self.stats["replaced_dead"] += 1
@@ -361,7 +409,7 @@ class WarmPool:
                         # so its address cannot pass to another container while a request may still use it
                         continue
                     self._idle.remove(slot)
-                    self._spawn(self._destroy(slot))
+                    self._retire(slot)
             if dead:
                 log.warning("dead containers replaced", pool=self.name_prefix, containers=[s.name for s in dead])
                 self._top_up()

@@ -1,7 +1,7 @@
 """Fixtures for the container tests: podman's Docker-compatible socket, the minimal image, the OSWorld stand-in.
 
 Everything is real: podman (runtime runc, the ulimits this machine allows)
-serves the Docker API on a socket of the session's own; the backends reach it
+serves the Docker API on a socket of each test module's own; the backends reach it
 through the ``docker`` SDK. The ``minimal`` image is built once by the same
 code users run (``python -m environments.containers.build``) and is cached by
 content hash, so an unchanged tree skips the build.
@@ -33,8 +33,10 @@ def ours() -> list[str]:
     return proc.stdout.split()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def podman_service() -> Iterator[PodmanService]:
+    """podman's API on a socket of the module's own; stopped after the module (it starts in ~0.1 s), so no
+    service outlives the container tests while other areas' tests run."""
     with tempfile.TemporaryDirectory(prefix="scalecua-podman-") as scratch, \
             PodmanService(Path(scratch) / "podman.sock", runtime="runc") as service:
         yield service

@@ -22,8 +22,9 @@ from core.errors import EnvironmentFailure
 from core.pluginmanager import Plugins, load_plugins
 from core.types import Task
 from environments.containers.container_desktop import ContainerDesktopBackend
-from environments.containers.engine import LABEL_POOL
+from environments.containers.engine import LABEL_POOL, Engine, EngineHost
 from environments.containers.podman_service import PodmanService
+from environments.containers.pool import STOPPED_STATES
 from environments.tasks import load_bundled_tasks
 from tests.containers.conftest import ULIMITS, ours
 
@@ -38,6 +39,40 @@ def running(pool_id: str) -> set[str]:
     proc = subprocess.run(["podman", "ps", "--filter", f"label={LABEL_POOL}={pool_id}", "--format", "{{.ID}}"],
                           capture_output=True, text=True, check=True)
     return {line[:12] for line in proc.stdout.split()}
+
+
+class EngineCensus:
+    """How many containers of a pool the engine itself lists as not stopped (booting, running, being removed),
+    sampled every 50 ms by a connection of its own: the pool's cap measured from outside the pool."""
+
+    def __init__(self, backend: ContainerDesktopBackend):
+        self.pool_id = backend.pool_id
+        self.engine = Engine(EngineHost(url=backend.engines[0].url)).open()
+        self.peak = 0
+        self.samples = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def sample(self) -> int:
+        states = await asyncio.to_thread(self.engine.states, {LABEL_POOL: self.pool_id})
+        count = sum(1 for state in states.values() if state not in STOPPED_STATES)
+        self.peak = max(self.peak, count)
+        self.samples += 1
+        return count
+
+    async def _loop(self) -> None:
+        while True:
+            await self.sample()
+            await asyncio.sleep(0.05)
+
+    async def __aenter__(self) -> EngineCensus:
+        self._task = asyncio.create_task(self._loop())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        self.engine.close()
 
 
 class Harness:
@@ -72,39 +107,42 @@ def pool(harness: Harness, podman_service: PodmanService, minimal_image: str) ->
 
 
 def test_pool_of_four_runs_bundled_oracles_with_judges_scoring_one(harness: Harness, pool: ContainerDesktopBackend):
+    """max_environments is a cap on live containers (booting, warm, in use and being removed count): the engine never
+    lists more than 4 of the pool's containers as running, although 4 workers recycle a container per episode
+    while the pool also keeps 2 warm spares."""
     tasks = load_bundled_tasks(ids=TASK_IDS)
     queue = list(tasks)
-    seen: set[str] = set()
-    peak = 0
 
     async def worker() -> list[envcheck.TaskCheck]:
-        nonlocal peak
         out = []
         while queue:
             out.append(await envcheck.check_task(pool, harness.plugins, queue.pop()))
-            peak = max(peak, pool.pool.in_use + pool.pool.idle)
-            seen.update(s.container_id for s in pool.pool.slots())
         return out
 
-    async def four_workers() -> list[envcheck.TaskCheck]:
-        acquired = await asyncio.gather(*(pool.acquire() for _ in range(4)))  # the pool of 4, all at once
-        ids = {env.container_id[:12] for env in acquired}
-        assert len(ids) == 4 and ids <= running(pool.pool_id)
-        await asyncio.gather(*(pool.release(env) for env in acquired))
-        return [r for batch in await asyncio.gather(*(worker() for _ in range(4))) for r in batch]
+    async def four_workers() -> tuple[list[envcheck.TaskCheck], EngineCensus]:
+        async with EngineCensus(pool) as census:
+            acquired = await asyncio.gather(*(pool.acquire() for _ in range(4)))  # the pool of 4, all at once
+            ids = {env.container_id[:12] for env in acquired}
+            assert len(ids) == 4 and ids <= running(pool.pool_id)
+            assert await census.sample() == 4  # no warm spare beside 4 in use
+            await asyncio.gather(*(pool.release(env) for env in acquired))
+            results = [r for batch in await asyncio.gather(*(worker() for _ in range(4))) for r in batch]
+        return results, census
 
-    results = harness.run(four_workers(), timeout=600)
+    results, census = harness.run(four_workers(), timeout=600)
     failures = {r.task_id: r.error for r in results if not r.ok}
     assert not failures
     assert sorted(r.task_id for r in results) == sorted(TASK_IDS)
     assert all((r.score_before, r.score_after) == (0.0, 1.0) for r in results)
-    assert peak <= 4 and pool.pool.stats["failed_starts"] == 0
+    assert census.samples > 10 and census.peak == 4, (census.samples, census.peak)  # as the engine sees it
+    assert pool.pool.stats["peak_alive"] == 4 and pool.pool.stats["failed_starts"] == 0  # as the pool counts
     # reset = a fresh container: every episode ran in a container of its own (4 first ones + one per episode)
     assert pool.pool.stats["started"] >= len(TASK_IDS)
     assert all(r.env_id and r.env_id.startswith(pool.pool_id) for r in results)
 
 
 def test_container_killed_mid_episode_is_replaced(harness: Harness, pool: ContainerDesktopBackend):
+    """The episode fails, the next one runs on a live container, and the pool gets back to its warm spares."""
     task = load_bundled_tasks(ids=["os-make-executable"])[0]
     oracle = envcheck.oracle_of(task)
     started_before = pool.pool.stats["started"]
@@ -131,12 +169,19 @@ def test_container_killed_mid_episode_is_replaced(harness: Harness, pool: Contai
             assert judgement.score == 1.0, judgement
         finally:
             await pool.release(env)
+        # the event the replacement shows up as: the warm spares are back (both episodes used theirs up)
+        await pool.pool.wait_warm(120)
         return victim, env.container_id
 
     victim, _replacement = harness.run(episode())
     gone = subprocess.run(["podman", "container", "exists", victim], check=False).returncode
     assert gone == 1  # the dead container was removed, not just abandoned
-    assert pool.pool.stats["started"] >= started_before + 1 and pool.pool.stats["failed_starts"] == 0
+    spares = pool.pool.slots()
+    assert pool.pool.idle >= pool.pool.warm == 2 and victim not in {s.container_id for s in spares}
+    assert {s.container_id[:12] for s in spares} <= running(pool.pool_id)
+    # two containers were used up (the victim, the second episode's) and two spares are idle: whatever was idle
+    # or booting when the test began, at least two of these four were started during the test
+    assert pool.pool.stats["started"] >= started_before + 2 and pool.pool.stats["failed_starts"] == 0
 
 
 def test_health_check_replaces_a_dead_idle_container(harness: Harness, podman_service: PodmanService,

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 import httpx
 import structlog
 
 from core.errors import EnvironmentFailure, ScaleCUAError
-from core.types import Action
+from core.types import Action, ActionType, Observation
 
 log = structlog.get_logger(__name__)
 
@@ -302,3 +302,42 @@ class EnvironmentClient:
                 last = exc
             await asyncio.sleep(interval_s)
         raise ProbeConnectionError("/screenshot", f"not ready within {deadline_s:g} s (last error: {last})")
+
+
+#: actions after which nothing on screen changes: no settle time before the screenshot
+PASSIVE_ACTIONS = frozenset({ActionType.SCREENSHOT, ActionType.CURSOR_POSITION, ActionType.WAIT})
+
+
+async def act_and_observe(
+    action: Action,
+    run: Callable[[Action], Awaitable[Mapping[str, Any]]],
+    observe: Callable[[], Awaitable[Observation]],
+    *,
+    settle_s: float,
+    refused: tuple[type[Exception], ...] = (ProbeError,),
+) -> Observation:
+    """One environment step, the same on every desktop backend: ``run`` the action (a mapping with the optional
+    ``output`` text and ``cursor`` position), wait ``settle_s`` unless the action changes nothing on screen, then
+    ``observe``. A refused action (an exception in ``refused``; the probe's reason) is told to the agent as the
+    observation's text and the episode goes on; an unreachable probe (:class:`ProbeConnectionError`) propagates so
+    the rollout loop retries elsewhere. Terminal actions end without a screenshot."""
+    info: dict[str, Any] = {"action": action.type.value}
+    try:
+        result = await run(action)
+        text = result.get("output")
+        if "cursor" in result:
+            info["cursor"] = result["cursor"]
+    except ProbeConnectionError:
+        raise
+    except refused as exc:
+        reason = exc.reason if isinstance(exc, ProbeError) else str(exc)
+        text = f"action failed: {reason}"
+        info["action_error"] = reason
+    if action.is_terminal:
+        return Observation(text=text, info=info)
+    if settle_s and action.type not in PASSIVE_ACTIONS:
+        await asyncio.sleep(settle_s)
+    observation = await observe()
+    observation.text = text
+    observation.info.update(info)
+    return observation

@@ -33,14 +33,12 @@ from core.errors import EnvironmentFailure, ScaleCUAError
 from core.interfaces import Environment, EnvironmentBackend, JudgeExecutor
 from core.types import Action, ActionType, Judgement, Observation, Screenshot, Task
 from environments import actions, display, home_template
-from environments.client import EnvironmentClient, ProbeConnectionError, ProbeError
+from environments.client import EnvironmentClient, ProbeError, act_and_observe
 from environments.setup import SetupContext, SetupError, run_setup
 
 log = structlog.get_logger(__name__)
 
 REQUIRED_PROGRAMS = {"Xvfb": "xvfb", "xdotool": "xdotool", "xprop": "x11-utils", "dbus-daemon": "dbus"}
-#: actions after which nothing on screen changes: no settle time before the screenshot
-PASSIVE_ACTIONS = frozenset({ActionType.SCREENSHOT, ActionType.CURSOR_POSITION, ActionType.WAIT})
 
 
 class LocalDesktopOptions(BaseModel):
@@ -223,26 +221,7 @@ class LocalDesktop(Environment):
         )
 
     async def step(self, action: Action) -> Observation:
-        client = self._client()
-        info: dict[str, Any] = {"action": action.type.value}
-        try:
-            result = await client.act(action)
-            text = result.get("output")
-            if "cursor" in result:
-                info["cursor"] = result["cursor"]
-        except ProbeConnectionError:
-            raise
-        except ProbeError as exc:  # the action was refused: tell the agent, keep the episode going
-            text = f"action failed: {exc.reason}"
-            info["action_error"] = exc.reason
-        if action.is_terminal:
-            return Observation(text=text, info=info)
-        if self.options.settle_s and action.type not in PASSIVE_ACTIONS:
-            await asyncio.sleep(self.options.settle_s)
-        observation = await self.observe()
-        observation.text = text
-        observation.info.update(info)
-        return observation
+        return await act_and_observe(action, self._client().act, self.observe, settle_s=self.options.settle_s)
 
     async def observe(self) -> Observation:
         client = self._client()

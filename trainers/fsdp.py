@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -39,8 +38,8 @@ from core.config import AlgorithmSection
 from core.errors import CheckpointError
 from core.interfaces import PolicyModel
 from core.types import Segment
-from trainers.batching import plan_micro_batches
-from trainers.objective import StepStats, count_trainable_tokens
+from trainers.batching import MicroBatch
+from trainers.objective import StepStats
 from trainers.torch_backend import TorchTrainer, TorchTrainerOptions
 from trainers.weights import iter_buckets
 
@@ -140,24 +139,15 @@ class FSDPTrainer(TorchTrainer):
         return root(inputs, mask)
 
     def train_step(self, segments: Sequence[Segment]) -> dict[str, float]:
-        import torch.distributed as dist
+        metrics = super().train_step(segments)
+        if "batch/micro_batches" in metrics:  # a step that trained
+            metrics["dist/world_size"] = float(self.world_size)
+        return metrics
 
-        if not segments:
-            raise ValueError("train_step needs at least one segment")
-        self._check(segments)
-        total = count_trainable_tokens(segments)
-        if total == 0:
-            log.warning("no trainable tokens in this step; skipping the optimizer step", segments=len(segments))
-            return {"loss/tokens": 0.0, "batch/segments": float(len(segments))}
-        started = time.perf_counter()
-        batches = plan_micro_batches(segments, self.options.micro_batch_tokens,
-                                     max_items=self.options.max_micro_batch_items)
+    def _accumulate(self, segments: Sequence[Segment], batches: list[MicroBatch], total: int, stats: StepStats,
+                    times: dict[str, float]) -> None:
         mine = batches[self.rank::self.world_size]
         rounds = -(-len(batches) // self.world_size)  # every rank runs this many micro-steps
-        times = {"inputs": 0.0, "vision": 0.0, "reference": 0.0, "actor": 0.0}
-        stats = StepStats()
-        self.model.train()
-        self.optimizer.zero_grad(set_to_none=True)
         for i in range(rounds):
             self._root.set_requires_gradient_sync(i == rounds - 1)  # reduce-scatter once, after the last
             if i < len(mine):
@@ -166,35 +156,11 @@ class FSDPTrainer(TorchTrainer):
                 self._micro_step([segments[j] for j in mine[i].indices], total / self.world_size, stats, times)
             else:
                 self._idle_micro_step(segments[0])
-        t0 = time.perf_counter()
-        params = [p for group in self.optimizer.param_groups for p in group["params"]]
-        if self.options.max_grad_norm is not None:
-            norm = torch.nn.utils.clip_grad_norm_(params, self.options.max_grad_norm)
-        else:
-            norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
-        grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        self._sync()
-        times["optimizer"] = time.perf_counter() - t0
-        self.steps += 1
-        stats = _reduce_stats(stats, dist, self.device)
-        metrics = stats.summary()
-        metrics.update({
-            "actor/grad_norm": grad_norm,
-            "actor/lr": self.optimizer.param_groups[0]["lr"],
-            "batch/segments": float(len(segments)),
-            "batch/tokens": float(sum(s.num_tokens for s in segments)),
-            "batch/images": float(sum(len(s.images) for s in segments)),
-            "batch/micro_batches": float(len(batches)),
-            "batch/padded_tokens": float(sum(b.padded_tokens for b in batches)),
-            "dist/world_size": float(self.world_size),
-            "time/inputs": times["inputs"],
-            "time/reference_logprobs": times["reference"],
-            "time/actor_update": times["actor"] + times["optimizer"],
-            "time/step": time.perf_counter() - started,
-        })
-        return metrics
+
+    def _reduce(self, stats: StepStats) -> StepStats:
+        import torch.distributed as dist
+
+        return _reduce_stats(stats, dist, self.device)
 
     def _idle_micro_step(self, segment: Segment) -> None:
         """A rank without a micro-batch this round still runs every collective: same passes, zero gradient."""

@@ -191,20 +191,20 @@ class TorchTrainer(TrainerBackend):
         stats = StepStats()
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        for batch in batches:
-            self._micro_step([segments[i] for i in batch.indices], total, stats, times)
+        self._accumulate(segments, batches, total, stats, times)
         t0 = time.perf_counter()
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
         if self.options.max_grad_norm is not None:
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.options.max_grad_norm))
+            norm = torch.nn.utils.clip_grad_norm_(params, self.options.max_grad_norm)
         else:
-            grad_norm = float(torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None]))
+            norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+        grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)  # DTensor under FSDP
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self._sync()
         times["optimizer"] = time.perf_counter() - t0
         self.steps += 1
-        metrics = stats.summary()
+        metrics = self._reduce(stats).summary()
         metrics.update({
             "actor/grad_norm": grad_norm,
             "actor/lr": self.optimizer.param_groups[0]["lr"],
@@ -220,6 +220,17 @@ class TorchTrainer(TrainerBackend):
             "time/step": time.perf_counter() - started,
         })
         return metrics
+
+    def _accumulate(self, segments: Sequence[Segment], batches: list[MicroBatch], total: int, stats: StepStats,
+                    times: dict[str, float]) -> None:
+        """Forward and backward over the step's micro-batches, gradients summed (data-parallel backends deal
+        them over ranks)."""
+        for batch in batches:
+            self._micro_step([segments[i] for i in batch.indices], total, stats, times)
+
+    def _reduce(self, stats: StepStats) -> StepStats:
+        """The step's statistics over all workers (one process: as they are)."""
+        return stats
 
     def _micro_step(self, segs: list[Segment], total: int, stats: StepStats, times: dict[str, float]) -> None:
         t0 = time.perf_counter()

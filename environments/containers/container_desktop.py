@@ -23,7 +23,7 @@ from pydantic import Field
 
 from core.errors import EnvironmentFailure
 from core.types import Action, ActionType, Observation
-from environments.client import ProbeConnectionError, ProbeError
+from environments.client import act_and_observe
 from environments.containers.backend import (
     ContainerBackend,
     ContainerEnvironment,
@@ -32,7 +32,6 @@ from environments.containers.backend import (
 )
 from environments.containers.engine import ContainerSpec, Engine
 from environments.containers.pool import Slot
-from environments.local_desktop import PASSIVE_ACTIONS
 
 log = structlog.get_logger(__name__)
 
@@ -122,25 +121,7 @@ class ContainerDesktopBackend(ContainerBackend):
         await slot.client.act(Action(type=ActionType.MOUSE_MOVE, x=500, y=500))
 
     async def perform(self, env: ContainerEnvironment, action: Action) -> Observation:
-        info: dict[str, Any] = {"action": action.type.value}
-        try:
-            result = await env.client.act(action)
-            text = result.get("output")
-            if "cursor" in result:
-                info["cursor"] = result["cursor"]
-        except ProbeConnectionError:
-            raise
-        except ProbeError as exc:  # the action was refused: tell the agent, keep the episode going
-            text = f"action failed: {exc.reason}"
-            info["action_error"] = exc.reason
-        if action.is_terminal:
-            return Observation(text=text, info=info)
-        if self.options.settle_s and action.type not in PASSIVE_ACTIONS:
-            await asyncio.sleep(self.options.settle_s)
-        observation = await env.capture()
-        observation.text = text
-        observation.info.update(info)
-        return observation
+        return await act_and_observe(action, env.client.act, env.capture, settle_s=self.options.settle_s)
 
 
 def create_backend(options: ContainerDesktopOptions, **_: Any) -> ContainerDesktopBackend:

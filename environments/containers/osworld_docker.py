@@ -35,7 +35,7 @@ from pydantic import Field
 
 from core.errors import ScaleCUAError
 from core.types import Action, ActionType, Observation
-from environments.client import ProbeConnectionError, ProbeError
+from environments.client import ProbeError, act_and_observe
 from environments.containers import pyautogui_code
 from environments.containers.backend import (
     ContainerBackend,
@@ -45,7 +45,6 @@ from environments.containers.backend import (
 )
 from environments.containers.engine import ContainerSpec, Engine
 from environments.containers.pool import Slot
-from environments.local_desktop import PASSIVE_ACTIONS
 
 log = structlog.get_logger(__name__)
 
@@ -144,24 +143,11 @@ class OSWorldDockerBackend(ContainerBackend):
                 slot.info["vnc"] = f"http://{slot.engine.host.published_address}:{ports[VNC_PORT]}"
 
     async def perform(self, env: ContainerEnvironment, action: Action) -> Observation:
-        info: dict[str, Any] = {"action": action.type.value}
-        text: str | None = None
-        try:
-            text = await self._run(env, action)
-        except ProbeConnectionError:
-            raise
-        except (ProbeError, ValueError) as exc:  # refused: tell the agent, keep the episode going
-            reason = exc.reason if isinstance(exc, ProbeError) else str(exc)
-            text = f"action failed: {reason}"
-            info["action_error"] = reason
-        if action.is_terminal:
-            return Observation(text=text, info=info)
-        if self.options.settle_s and action.type not in PASSIVE_ACTIONS:
-            await asyncio.sleep(self.options.settle_s)
-        observation = await env.capture()
-        observation.text = text
-        observation.info.update(info)
-        return observation
+        async def run(action: Action) -> dict[str, Any]:
+            return {"output": await self._run(env, action)}
+
+        return await act_and_observe(action, run, env.capture, settle_s=self.options.settle_s,
+                                     refused=(ProbeError, ValueError))
 
     async def _run(self, env: ContainerEnvironment, action: Action) -> str | None:
         t = action.type

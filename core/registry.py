@@ -21,7 +21,7 @@ T = TypeVar("T")
 
 #: kind -> (registration hook name, human label). The order is the pipeline order.
 KINDS: dict[str, tuple[str, str]] = {
-    "model": ("scalecua_register_models", "model family"),
+    "model": ("scalecua_register_models", "model"),
     "environment": ("scalecua_register_environments", "environment backend"),
     "synthesizer_role": ("scalecua_register_synthesizer_roles", "task-synthesizer role"),
     "judge_executor": ("scalecua_register_judge_executors", "judge executor"),

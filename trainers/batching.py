@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import structlog
 
@@ -64,3 +64,24 @@ def plan_micro_batches(
     if current:
         batches.append(MicroBatch(tuple(current), current_max))
     return batches
+
+
+def micro_batch_tensors(renderer: Any, segments: Sequence[Segment], device: Any) -> tuple[dict[str, Any], Any, Any, Any]:
+    """The model inputs of one micro-batch (right-padded rows, pixel values, positions) and, per token, the loss
+    mask, the rollout logprobs and the advantage (each segment's, shared by all its tokens), all on ``device``.
+    Position 0 is never predicted, so its mask is 0."""
+    import torch
+
+    from plugins.qwen_vl.forward import build_model_inputs
+
+    inputs = build_model_inputs(renderer, [s.input_ids for s in segments], [list(s.images) for s in segments],
+                                device=device)
+    width = inputs["input_ids"].shape[1]
+    mask = torch.zeros((len(segments), width), dtype=torch.float32)
+    rollout = torch.zeros((len(segments), width), dtype=torch.float32)
+    for row, seg in enumerate(segments):
+        mask[row, : seg.num_tokens] = torch.as_tensor(seg.loss_mask, dtype=torch.float32)
+        rollout[row, : seg.num_tokens] = torch.as_tensor(seg.rollout_logprobs, dtype=torch.float32)
+    mask[:, 0] = 0.0
+    adv = torch.tensor([s.advantage for s in segments], dtype=torch.float32)[:, None].expand(-1, width)
+    return inputs, mask.to(device), rollout.to(device), adv.to(device)

@@ -31,7 +31,7 @@ from core.config import AlgorithmSection
 from core.errors import CheckpointError
 from core.interfaces import PolicyModel, TrainerBackend
 from core.types import Segment
-from trainers.batching import MicroBatch, plan_micro_batches
+from trainers.batching import MicroBatch, micro_batch_tensors, plan_micro_batches
 from trainers.objective import StepStats, count_trainable_tokens, grpo_token_loss
 from trainers.policy import policy_suppressed_ids
 from trainers.weights import freeze_vision_tower, iter_buckets
@@ -138,20 +138,7 @@ class TorchTrainer(TrainerBackend):
         return torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
 
     def _inputs(self, segments: Sequence[Segment]) -> tuple[dict[str, Any], torch.Tensor, torch.Tensor, torch.Tensor]:
-        from plugins.qwen_vl.forward import build_model_inputs
-
-        inputs = build_model_inputs(
-            self.renderer, [s.input_ids for s in segments], [list(s.images) for s in segments], device=self.device
-        )
-        width = inputs["input_ids"].shape[1]
-        mask = torch.zeros((len(segments), width), dtype=torch.float32)
-        rollout = torch.zeros((len(segments), width), dtype=torch.float32)
-        for row, seg in enumerate(segments):
-            mask[row, : seg.num_tokens] = torch.as_tensor(seg.loss_mask, dtype=torch.float32)
-            rollout[row, : seg.num_tokens] = torch.as_tensor(seg.rollout_logprobs, dtype=torch.float32)
-        mask[:, 0] = 0.0  # position 0 is never predicted
-        adv = torch.tensor([s.advantage for s in segments], dtype=torch.float32)[:, None].expand(-1, width)
-        return inputs, mask.to(self.device), rollout.to(self.device), adv.to(self.device)
+        return micro_batch_tensors(self.renderer, segments, self.device)
 
     def _logprobs(self, module: torch.nn.Module, inputs: dict[str, Any], mask: torch.Tensor) -> torch.Tensor:
         from plugins.qwen_vl.forward import token_logprobs

@@ -23,6 +23,7 @@ two sides out of step; updates are never retried blindly (the protocol is statef
 
 from __future__ import annotations
 
+import abc
 import socket
 import threading
 from typing import Any, Callable, Iterable, Literal, Sequence
@@ -154,14 +155,18 @@ class RemoteWeightSync:
                 from collective_error
 
 
-class _Transport:
+class _Transport(abc.ABC):
+    """How tensors reach the server's workers once it joined the group: gloo (here) or vLLM's NCCL helpers."""
+
     info: InitInfo
 
+    @abc.abstractmethod
     def join(self) -> None:
-        raise NotImplementedError
+        """Join the weight-transfer group (the server joins from its side while this runs)."""
 
+    @abc.abstractmethod
     def send(self, info: UpdateInfo, tensors: Sequence[tuple[str, Any]]) -> None:
-        raise NotImplementedError
+        """Broadcast ``tensors`` as described by ``info``."""
 
 
 class _GlooTransport(_Transport):

@@ -105,6 +105,16 @@ def scalecua_configure(config: Mapping[str, Any], run_dir: Path) -> None:
 
 
 @hookspec
+def scalecua_episode_end(iteration: int, trajectory: Any, run_dir: Path) -> None:
+    """Called after each episode of a training iteration has ended and been judged.
+
+    ``trajectory`` is the :class:`core.types.Trajectory` (turns, judgement, segments; advantages are not
+    assigned yet). Environment-error attempts that will be retried are not reported. Observers use it for
+    live episode views; tests use it to act at a known point inside an iteration.
+    """
+
+
+@hookspec
 def scalecua_iteration_end(iteration: int, metrics: Mapping[str, float], run_dir: Path) -> None:
     """Called after every training iteration with that iteration's scalar metrics."""
 

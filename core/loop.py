@@ -30,7 +30,7 @@ from core.metrics import MetricsLog, PhaseTimer, rollout_metrics, write_rollouts
 from core.pluginmanager import Plugins
 from core.rollouts import collect_groups
 from core.tasks import load_tasks
-from core.types import RolloutGroup, Task
+from core.types import RolloutGroup, Task, Trajectory
 
 log = structlog.get_logger(__name__)
 
@@ -173,6 +173,10 @@ class TrainingRun:
         c.sampler.set_initial_pass_rates(rates)
         write_rollouts(self.run_dir, 0, groups, tag="init")
 
+    def _episode_done(self, traj: Trajectory) -> None:
+        self.display.episode_done(traj)
+        self.plugins.hook.scalecua_episode_end(iteration=self.completed, trajectory=traj, run_dir=self.run_dir)
+
     async def iteration(self, c: Components) -> dict[str, Any]:
         it, a, loop_cfg = self.completed, self.cfg.algorithm, self.cfg.rollout_loop
         timer = PhaseTimer()
@@ -187,7 +191,7 @@ class TrainingRun:
                 groups, stats = await collect_groups(
                     pending, c.tasks, c.deps, n=a.n_rollouts, concurrency=loop_cfg.concurrency,
                     retries=loop_cfg.env_retries, iteration=it, seed=self.cfg.run.seed,
-                    tag=f"it{extra_draws:02d}-" if extra_draws else "it", on_episode=self.display.episode_done,
+                    tag=f"it{extra_draws:02d}-" if extra_draws else "it", on_episode=self._episode_done,
                 )
                 env_errors += stats.env_errors
                 lost += stats.lost_rollouts

@@ -102,36 +102,82 @@ def test_run_completes_with_metrics_checkpoints_and_report(tmp_path):
     assert overall["pass_at"]["4"] is None and 0.0 <= overall["success"] <= 100.0
 
 
+HOLD_PLUGIN = """
+import os, time
+from pathlib import Path
+from core import hookimpl
+
+
+@hookimpl
+def scalecua_episode_end(iteration, trajectory, run_dir):
+    # the first episode of the iteration named in the environment: say so, then hold until SIGKILLed
+    if iteration == int(os.environ["SCALECUA_TEST_HOLD_ITERATION"]):
+        marker = Path(os.environ["SCALECUA_TEST_HOLD_MARKER"])
+        partial = marker.with_suffix(".partial")
+        partial.write_text(trajectory.trajectory_id)
+        partial.rename(marker)  # atomic: the test never reads a half-written marker
+        while True:
+            time.sleep(60)
+"""
+
+
+def hold_plugin(where: Path, iteration: int) -> dict[str, str]:
+    """A third-party observer plugin (a real ``*.dist-info`` on PYTHONPATH, found through the entry-point
+    group like any installed plugin) that blocks the run inside ``iteration`` once its first episode has
+    been judged. Returns the child's environment and leaves the marker path in ``where / 'held'``."""
+    where.mkdir()
+    (where / "scalecua_hold.py").write_text(HOLD_PLUGIN)
+    dist_info = where / "scalecua_hold-0.0.1.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: scalecua-hold\nVersion: 0.0.1\n")
+    (dist_info / "entry_points.txt").write_text("[scalecua]\nhold = scalecua_hold\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(where), *filter(None, [env.get("PYTHONPATH")])])
+    env["SCALECUA_TEST_HOLD_ITERATION"] = str(iteration)
+    env["SCALECUA_TEST_HOLD_MARKER"] = str(where / "held")
+    return env
+
+
+def wait_for(condition, what: str, timeout_s: float = 400, child: subprocess.Popen | None = None):
+    """Poll ``condition`` (an event, not a duration) until it holds; the timeout only bounds a hang."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        if child is not None and child.poll() is not None:
+            pytest.fail(f"the run exited (code {child.returncode}) before {what}")
+        time.sleep(0.2)
+    pytest.fail(f"timed out waiting for {what}")
+
+
 def test_sigkill_mid_iteration_then_resume_loses_and_duplicates_nothing(tmp_path):
-    args = ["core.run", "--config", str(QUICKSTART), *small(tmp_path, **{"run.iterations": 4})]
+    """The kill lands inside iteration 2 by construction: an observer plugin holds the run right after the
+    first episode of iteration 2 has been judged (iterations 0 and 1 are complete and checkpointed), and
+    the test kills the run only once the plugin says it holds."""
+    runs = tmp_path / "runs"
+    env = hold_plugin(tmp_path / "plugin", iteration=2)
+    args = ["core.run", "--config", str(QUICKSTART), *small(runs, **{"run.iterations": 4})]
     child = subprocess.Popen([sys.executable, "-m", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True)
+                             stderr=subprocess.DEVNULL, start_new_session=True, env=env)
+    marker = Path(env["SCALECUA_TEST_HOLD_MARKER"])
     try:
-        deadline = time.monotonic() + 400
-        run_dir = None
-        # wait until iteration 1 is complete (and checkpointed), then kill during iteration 2's rollouts
-        while time.monotonic() < deadline:
-            dirs = [p for p in tmp_path.iterdir() if (p / "config.yaml").exists()] if tmp_path.exists() else []
-            if dirs and len(list_complete(dirs[0])) == 2:
-                run_dir = dirs[0]
-                break
-            assert child.poll() is None, "the run ended before it could be killed"
-            time.sleep(0.2)
-        else:
-            pytest.fail("iteration 1 never completed")
-        time.sleep(3)
-        assert not (run_dir / "rollouts" / "iter_000002.jsonl").exists(), "iteration 2 ended before the kill"
+        wait_for(marker.exists, "the first episode of iteration 2", child=child)
+        run_dir = only_run_dir(runs)
+        assert marker.read_text().startswith("it000002-")
+        assert [p.name for p in list_complete(run_dir)] == ["iter_000001", "iter_000002"]
+        assert not (run_dir / "rollouts" / "iter_000002.jsonl").exists()
+        assert tagged_processes(run_dir), "the held run should still own its desktops"
         os.kill(child.pid, signal.SIGKILL)
         child.wait(30)
     finally:
         if child.poll() is None:
             child.kill()
-    assert run_dir is not None
-    time.sleep(8)  # the desktops' watchdogs notice their parent is gone
-    assert not tagged_processes(run_dir), "desktop processes outlived a SIGKILLed run"
+    # the desktops' watchdogs notice that their parent is gone
+    wait_for(lambda: not tagged_processes(run_dir), "the desktops of the SIGKILLed run to exit", timeout_s=120)
     assert [p.name for p in list_complete(run_dir)] == ["iter_000001", "iter_000002"]
 
-    resumed = run_cli("core.run", "--config", str(QUICKSTART), *small(tmp_path, **{"run.iterations": 4}),
+    resumed = run_cli("core.run", "--config", str(QUICKSTART), *small(runs, **{"run.iterations": 4}),
                       "--resume", str(run_dir))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert [r["iteration"] for r in MetricsLog(run_dir).read()] == [0, 1, 2, 3]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
 
 import pytest
 
@@ -42,10 +41,9 @@ def test_a_silent_server_times_out_as_an_environment_failure() -> None:
             async with EnvironmentClient(f"http://127.0.0.1:{listener.getsockname()[1]}", timeout=0.5) as client:
                 await client.platform()
 
-        start = time.monotonic()
-        with pytest.raises(ProbeConnectionError, match="timed out"):
+        # it gave up at its own 0.5 s deadline (the error says which), not at some other, longer limit
+        with pytest.raises(ProbeConnectionError, match=r"timed out after 0\.5 s"):
             asyncio.run(body())
-        assert time.monotonic() - start < 5
 
 
 def test_refusals_carry_status_and_reason(desktop: DesktopSession) -> None:
@@ -59,14 +57,21 @@ def test_refusals_carry_status_and_reason(desktop: DesktopSession) -> None:
 
 
 def test_a_wrong_token_fails_fast_even_while_waiting_for_readiness(desktop: DesktopSession) -> None:
+    sent: list[str] = []
+
     async def body() -> None:
         async with EnvironmentClient(desktop.url, token="wrong") as client:
+            async def record(request) -> None:  # every request the client puts on the wire
+                sent.append(request.url.path)
+
+            client._http.event_hooks["request"].append(record)
             await client.wait_ready(30)
 
-    start = time.monotonic()
     with pytest.raises(ProbeError) as info:
         asyncio.run(body())
-    assert info.value.status_code == 401 and time.monotonic() - start < 5
+    # the 401 itself, not "not ready within 30 s", after a single request: no retry while waiting
+    assert info.value.status_code == 401 and not isinstance(info.value, ProbeConnectionError)
+    assert sent == ["/screenshot"]
 
 
 def test_wait_ready_gives_up_at_its_deadline() -> None:
@@ -74,10 +79,8 @@ def test_wait_ready_gives_up_at_its_deadline() -> None:
         async with EnvironmentClient(f"http://127.0.0.1:{closed_port()}") as client:
             await client.wait_ready(0.5)
 
-    start = time.monotonic()
-    with pytest.raises(ProbeConnectionError, match="not ready within 0.5 s"):
+    with pytest.raises(ProbeConnectionError, match=r"not ready within 0\.5 s \(last error: .*cannot reach"):
         asyncio.run(body())
-    assert time.monotonic() - start < 3
 
 
 def test_concurrent_requests_share_one_client(desktop: DesktopSession) -> None:

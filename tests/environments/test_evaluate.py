@@ -39,7 +39,7 @@ async def get_broken(env: Any, config: dict) -> Any:
 
 
 async def get_slow(env: Any, config: dict) -> Any:
-    await asyncio.sleep(30)
+    await asyncio.get_running_loop().create_future()  # never answers: only the judge's timeout ends it
 
 
 async def get_cache_dir(env: Any, config: dict) -> Any:

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -62,15 +61,15 @@ def test_pool_reset_step_and_release(tmp_path: Path) -> None:
 
             # a third acquire waits for a release and then gets the released desktop
             waiting = asyncio.create_task(pool.acquire())
-            await asyncio.sleep(0.3)
-            assert not waiting.done()
+            await asyncio.sleep(0)  # one turn of the loop: the waiter runs until it blocks on the pool
+            assert not waiting.done() and pool.size == 2 and pool._starting == 0  # parked, not starting a third
             await pool.release(second)
             assert await asyncio.wait_for(waiting, 10) is second
 
             task = make_task([
                 {"type": "launch", "parameters": {"command": ["xterm", "-T", "reset-term"]}},
                 {"type": "execute_with_verification", "parameters": {
-                    "command": "true", "verification": {"window_exists": "reset-term"}, "max_wait_time": 15,
+                    "command": "true", "verification": {"window_exists": "reset-term"}, "max_wait_time": 60,
                     "check_interval": 0.1}},
             ])
             observation = await first.reset(task)
@@ -80,7 +79,7 @@ def test_pool_reset_step_and_release(tmp_path: Path) -> None:
 
             # typing into the terminal really runs the command
             await first.step(Action(type=ActionType.TYPE, text="echo $((6*7)) > ~/answer.txt\n"))
-            assert wait_until(lambda: (first.home_dir / "answer.txt").exists(), 10)
+            assert wait_until(lambda: (first.home_dir / "answer.txt").exists(), 60), "the typed command never ran"
             assert (first.home_dir / "answer.txt").read_text() == "42\n"
             step = await first.step(Action(type=ActionType.CURSOR_POSITION))
             assert step.info["cursor"] == [500, 500] and step.screenshot is not None  # reset centres the cursor
@@ -104,7 +103,7 @@ def test_pool_reset_step_and_release(tmp_path: Path) -> None:
         finally:
             await pool.close()
         assert pool.size == 0
-        assert wait_until(lambda: not tagged(ids[0]) and not tagged(ids[1]), 5)
+        assert wait_until(lambda: not tagged(ids[0]) and not tagged(ids[1]), 60), {i: tagged(i) for i in ids}
         with pytest.raises(EnvironmentFailure, match="closed"):
             await pool.acquire()
 
@@ -151,9 +150,9 @@ def test_a_desktop_whose_session_died_is_replaced_and_cleaned(tmp_path: Path) ->
             env = await pool.acquire()
             await env.client.execute("setsid sleep 300 > /dev/null 2>&1 &", shell=True)
             assert wait_until(lambda: any(b"sleep" in Path(f"/proc/{p}/cmdline").read_bytes()
-                                          for p in tagged(env.env_id)), 5)
+                                          for p in tagged(env.env_id)), 60), "the background sleep never started"
             os.kill(env._session.pid, signal.SIGKILL)  # the supervisor itself dies
-            await asyncio.sleep(0.5)
+            await asyncio.wait_for(env._session.wait(), 60)  # bounds a hang only: the death has been seen
             assert not await env.healthy()
             await pool.release(env)  # unhealthy: closed, not pooled
             assert pool.size == 0 and not tagged(env.env_id)
@@ -193,13 +192,12 @@ def test_a_sigkilled_owner_leaves_nothing_behind(tmp_path: Path) -> None:
             line = owner.stdout.readline()
         env_ids = json.loads(line)
         # session, Xvfb, D-Bus, WM, probe, xterm and two sleeps per desktop
-        assert wait_until(lambda: all(len(tagged(e)) >= 8 for e in env_ids), 10), {e: tagged(e) for e in env_ids}
+        assert wait_until(lambda: all(len(tagged(e)) >= 8 for e in env_ids), 60), {e: tagged(e) for e in env_ids}
         before = [pid for e in env_ids for pid in tagged(e)]
     finally:
         owner.kill()
         owner.wait()
-    started = time.monotonic()
-    assert wait_until(lambda: not any(tagged(e) for e in env_ids), 10), {e: tagged(e) for e in env_ids}
-    assert time.monotonic() - started < 6
+    # 60 s bounds a hang only: how soon the orphans go depends on the machine's load, not on correctness
+    assert wait_until(lambda: not any(tagged(e) for e in env_ids), 60), {e: tagged(e) for e in env_ids}
     # zombies aside (their cmdline is empty), every one of those processes is gone
     assert all(not Path(f"/proc/{pid}").exists() or not Path(f"/proc/{pid}/cmdline").read_bytes() for pid in before)

@@ -81,7 +81,7 @@ def test_launch_activate_and_close_windows(desktop: DesktopSession) -> None:
     steps = [
         {"type": "launch", "parameters": {"command": ["xterm", "-T", "setup-term"]}},
         {"type": "execute_with_verification", "parameters": {
-            "command": "true", "verification": {"window_exists": "setup-term"}, "max_wait_time": 15,
+            "command": "true", "verification": {"window_exists": "setup-term"}, "max_wait_time": 60,
             "check_interval": 0.2}},
         {"type": "activate_window", "parameters": {"window_name": "setup-term", "strict": True}},
         {"type": "close_window", "parameters": {"window_name": "setup-term"}},
@@ -90,7 +90,7 @@ def test_launch_activate_and_close_windows(desktop: DesktopSession) -> None:
     results = run(desktop, steps)
     assert results[2].detail == "Window activated successfully" and results[4].detail is None
     assert wait_until(lambda: "setup-term" not in subprocess.run(["pgrep", "-af", "xterm"], capture_output=True,
-                                                                text=True).stdout)
+                                                                text=True).stdout, 60), "xterm did not exit"
 
 
 def test_open_waits_for_the_application_window(desktop: DesktopSession) -> None:

@@ -40,7 +40,8 @@ def read_secrets(paths: list[str]) -> str:
     )
 
 
-def test_infinite_loop_times_out(executor, host_guard):
+def test_infinite_loop_times_out(host_guard):
+    executor = make_executor(validate_code=False, wall_timeout_s=3.0)  # CPU limit 60 s: the wall clock goes first
     call = run(executor.run_metric(INFINITE_LOOP, "metric", 1, 1, {}))
     assert call.status == "timeout", call.error
     assert "wall-clock" in call.error
@@ -195,19 +196,23 @@ def test_printing_100_mb_is_stopped(executor, host_guard):
 
 
 def test_a_slow_judge_does_not_block_the_others(host_guard):
-    executor = make_executor(validate_code=False, wall_timeout_s=2.0)
+    # the slow judge sleeps (no CPU limit involved) until its 10 s wall-clock limit: the fast one, started
+    # at the same time, must be done while the slow one still runs (an order of events, not a speed)
+    executor = make_executor(validate_code=False, wall_timeout_s=10.0)
+    sleeper = "import time\n\ndef metric(result, expected):\n    time.sleep(3600)\n"
 
     async def both():
         import asyncio
 
-        return await asyncio.gather(
-            executor.run_metric(INFINITE_LOOP, "metric", 1, 1, {}),
-            executor.run_metric("def metric(result, expected):\n    return 1.0\n", "metric", 1, 1, {}),
-        )
+        slow = asyncio.ensure_future(executor.run_metric(sleeper, "metric", 1, 1, {}))
+        await asyncio.sleep(0)  # the slow call goes first: it holds its concurrency slot before the fast one asks
+        fast = await executor.run_metric("def metric(result, expected):\n    return 1.0\n", "metric", 1, 1, {})
+        slow_was_running = not slow.done()
+        return await slow, fast, slow_was_running
 
-    slow, fast = run(both())
+    slow, fast, slow_was_running = run(both())
     assert slow.status == "timeout" and fast.status == "ok"
-    assert fast.duration_s < slow.duration_s
+    assert slow_was_running, "the fast judge only finished after the slow one"
 
 
 @pytest.mark.parametrize(

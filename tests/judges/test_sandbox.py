@@ -140,40 +140,61 @@ def test_failures_score_zero_and_are_logged_with_the_task_id(sandbox, host_guard
 
 
 def test_cpu_limit_is_a_resource_limit(host_guard):
-    executor = make_executor(validate_code=False, wall_timeout_s=20, cpu_time_s=1)
+    executor = make_executor(validate_code=False, wall_timeout_s=120, cpu_time_s=1)  # the wall clock only bounds a hang
     code = "def burn(result, expected):\n    n = 0\n    while True:\n        n += 1\n"
     call = run(executor.run_metric(code, "burn", 1, 1, {}))
     assert call.status == "resource_limit" and "CPU-time limit" in call.error, call.error
 
 
 def test_concurrency_is_bounded_and_calls_overlap(host_guard):
-    sleeper = "import time\n\ndef slow(result, expected):\n    time.sleep(0.6)\n    return 1.0\n"
+    sleeper = "import time\n\ndef slow(result, expected):\n    time.sleep(0.3)\n    return 1.0\n"
     executor = make_executor(max_concurrency=2)
+    # Count the calls whose confined process is running: wrap the per-call supervisor coroutine (it runs the
+    # real runner process, inside the executor's concurrency semaphore) and record every start and end.
+    supervise, in_flight, peak, events = executor.sandbox._supervise, 0, 0, []
+
+    async def counted(payload: bytes) -> dict:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        events.append(("start", in_flight))
+        try:
+            return await supervise(payload)
+        finally:
+            in_flight -= 1
+            events.append(("end", in_flight))
+
+    executor.sandbox._supervise = counted
 
     async def four() -> list:
         return await asyncio.gather(*(executor.run_metric(sleeper, "slow", 1, 1, {}) for _ in range(4)))
 
-    started = time.monotonic()
     calls = run(four())
-    elapsed = time.monotonic() - started
     assert [c.status for c in calls] == ["ok"] * 4
-    assert elapsed >= 1.2  # two waves of two
-    assert elapsed < 4 * 0.6 + 2.0  # but not one after another plus overhead
+    assert [kind for kind, _ in events].count("start") == 4 and in_flight == 0
+    assert peak == 2, f"at most 2 calls may run at once and 2 should have overlapped; events: {events}"
+    # the first two calls overlapped: the second started before the first ended
+    assert events[:2] == [("start", 1), ("start", 2)], events
 
 
 def test_cancelling_a_call_leaves_nothing_behind(host_guard):
     executor = make_executor(validate_code=False, wall_timeout_s=30)
     code = "import os\n\ndef stuck(result, expected):\n    os.fork()\n    while True:\n        pass\n"
+    before = {entry.split(" ", 1)[0] for entry in leftover_processes()}
 
-    async def cancel_soon() -> None:
+    async def cancel_once_running() -> None:
         task = asyncio.ensure_future(executor.run_metric(code, "stuck", 1, 1, {}))
-        await asyncio.sleep(1.0)
-        assert leftover_processes(), "the call should be running"
+        deadline = time.monotonic() + 20  # bounds a hang only; the call itself would time out after 30 s
+        # running: the judge and the child it forked both spin (state R) among this process's descendants
+        while len([e for e in leftover_processes() if e.split(" ", 1)[0] not in before and ", R" in e]) < 2:
+            assert not task.done(), f"the call ended before it was cancelled: {task.result()}"
+            assert time.monotonic() < deadline, f"the judge never started spinning: {leftover_processes()}"
+            await asyncio.sleep(0.05)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
-    run(cancel_soon())
+    run(cancel_once_running())
 
 
 def test_refuses_to_start_without_isolation_unless_allowed(tmp_path):

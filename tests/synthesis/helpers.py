@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
 from typing import Any
 
 from core.types import Action
+
+from .scripted_llm import Reply
+
+#: marker files that typed shell commands create when they have run (see ``typed_then``)
+MARKERS = Path(tempfile.mkdtemp(prefix="scalecua-typed-"))
+atexit.register(shutil.rmtree, MARKERS, True)
 
 #: a sound generated judge: the file at config["path"] must hold exactly config["text"]
 FILE_JUDGE = '''import os
@@ -104,12 +115,21 @@ def llm_options(base_url: str, model: str, **extra: Any) -> dict[str, Any]:
             "timeout_s": 20.0, **extra}
 
 
-def by_turn(*replies: str):
+def by_turn(*replies: str | Reply):
     """A ``Rule.respond`` that answers the n-th turn of a conversation with ``replies[n]`` (stateless, like an LLM:
     a dry run retried on another desktop starts over with the first reply)."""
 
-    def respond(body: dict[str, Any]) -> str:
+    def respond(body: dict[str, Any]) -> str | Reply:
         turn = sum(m.get("role") == "assistant" for m in body.get("messages", []))
         return replies[min(turn, len(replies) - 1)]
 
     return respond
+
+
+def typed_then(command: str, then: str):
+    """A checker (``Rule.respond``) that types ``command`` into the focused terminal and presses Return, then
+    answers ``then`` on its next turn, but only once the command has run: the typed line ends by creating a
+    marker file, and the scripted server holds that answer until the marker appears (no fixed wait)."""
+    marker = MARKERS / uuid.uuid4().hex[:8]
+    typed = act({"type": "type", "text": f"{command}; touch {marker}"}, {"type": "key", "keys": ["Return"]})
+    return by_turn(typed, Reply(text=then, wait_for=marker))

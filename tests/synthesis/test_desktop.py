@@ -22,7 +22,7 @@ import yaml
 from core.synthesize import main
 from plugins.synthesis.store import TaskStore
 
-from .helpers import CRASHING_JUDGE, LENIENT_JUDGE, act, by_turn, fenced, file_task, llm_options, verdict
+from .helpers import CRASHING_JUDGE, LENIENT_JUDGE, act, fenced, file_task, llm_options, typed_then, verdict
 from .scripted_llm import Rule, ScriptedLLM
 
 pytestmark = pytest.mark.desktop
@@ -44,10 +44,6 @@ SETUP_FAILS = file_task("Create ~/Documents/setupfail.txt containing ok.", path=
                         config=[{"type": "execute", "parameters": {"command": "false", "shell": True, "check": True}}])
 
 
-def shell(command: str) -> str:
-    return act({"type": "type", "text": command}, {"type": "key", "keys": ["Return"]}, {"type": "wait", "duration": 0.5})
-
-
 def rules() -> list[Rule]:
     done = act({"type": "done"})
     return [
@@ -59,10 +55,10 @@ def rules() -> list[Rule]:
         Rule(model="fixer", contains="vault", replies=[fenced(UNREACHABLE)], repeat_last=True),
         Rule(model="fixer", contains="Tidy up", replies=[fenced(AMBIGUOUS_FIXED)]),
         Rule(model="fixer", contains="setupfail", replies=[fenced(SETUP_FAILS)], repeat_last=True),
-        Rule(model="checker", contains="out.txt", respond=by_turn(shell("echo hello > ~/Documents/out.txt"), done)),
+        Rule(model="checker", contains="out.txt", respond=typed_then("echo hello > ~/Documents/out.txt", done)),
         Rule(model="checker", contains="crash.txt",
-             respond=by_turn(shell("echo crash > ~/Documents/crash.txt"), done)),
-        Rule(model="checker", contains="tidy.txt", respond=by_turn(shell("echo tidy > ~/Documents/tidy.txt"), done)),
+             respond=typed_then("echo crash > ~/Documents/crash.txt", done)),
+        Rule(model="checker", contains="tidy.txt", respond=typed_then("echo tidy > ~/Documents/tidy.txt", done)),
         Rule(model="checker", contains="vault",
              replies=[act({"type": "fail", "text": "~/vault/key.txt does not exist"})], repeat_last=True),
     ]
@@ -79,7 +75,8 @@ def write_config(tmp_path, base_url: str) -> str:
                                                                         candidates_per_job=1, **prices)},
             "validator": {"name": "rule-validator"},
             "judger": {"name": "llm-judger", "options": llm_options(base_url, "judger", **prices)},
-            "checker": {"name": "llm-checker", "options": llm_options(base_url, "checker", max_steps=4, **prices)},
+            "checker": {"name": "llm-checker", "options": llm_options(base_url, "checker", max_steps=4, timeout_s=120,
+                                                                      **prices)},
             "fixer": {"name": "llm-fixer", "options": llm_options(base_url, "fixer", **prices)},
             "pipeline": {"name": "verigen", "options": {"candidates": 6, "workers": 3, "environments": 2,
                                                         "max_fix_rounds": 1}},

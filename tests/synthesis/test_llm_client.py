@@ -51,7 +51,7 @@ def test_usage_cost_key_and_parameters_reach_the_endpoint():
 
 
 def test_transient_errors_and_timeouts_are_retried():
-    replies = [Reply(status=500), Reply(status=429), Reply(text="late", delay_s=1.5), "finally"]
+    replies = [Reply(status=500), Reply(status=429), Reply(text="late", hold=True), "finally"]
     with ScriptedLLM([Rule(model="judger", replies=replies)]) as server:
         client = LLMClient(options(server, timeout_s=0.5, max_retries=3), role="judger", environ=ENV)
         usage = Usage()
@@ -83,24 +83,28 @@ def test_missing_api_key_names_the_variable():
 
 
 def test_rate_limit_spaces_request_starts_and_bounds_concurrency():
-    with ScriptedLLM([Rule(model="judger", replies=[Reply(text="ok", delay_s=0.2)], repeat_last=True)]) as server:
+    # each answer takes 0.35 s: without the concurrency bound, the rate alone would let three overlap
+    with ScriptedLLM([Rule(model="judger", replies=[Reply(text="ok", delay_s=0.35)], repeat_last=True)]) as server:
         async def many() -> float:
             client = LLMClient(options(server, requests_per_minute=600, max_concurrent_requests=2), role="judger",
                                environ=ENV)
             await client.complete([{"role": "user", "content": "warm up"}], Usage())  # connection set-up
-            await asyncio.sleep(0.1)
             started = time.monotonic()
             await asyncio.gather(*(client.complete([{"role": "user", "content": str(i)}], Usage()) for i in range(6)))
-            elapsed = time.monotonic() - started
             await client.close()
-            return elapsed
+            return started
 
-        elapsed = asyncio.run(many())
+        started = asyncio.run(many())
+    assert len(server.requests) == 7
+    # 600/min = one start per 0.1 s: the limiter schedules the k-th start at least k * 0.1 s after the first,
+    # which starts no earlier than `started`, and a request reaches the server no earlier than it starts, so
+    # the k-th arrival (k = 0..5) is at least k * 0.1 s after `started` however late any of them runs
+    # (same clock: the server is a thread of this process)
     arrivals = sorted(r["time"] for r in server.requests[1:])
-    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
-    assert min(gaps) >= 0.09  # 600/min = one start per 0.1 s
-    # two in flight, 0.2 s each, six requests: at least three "waves"
-    assert elapsed >= 0.6
+    late = [(k, round(t - started, 3)) for k, t in enumerate(arrivals) if t - started < k * 0.1 - 1e-3]
+    assert not late, f"arrivals earlier than the rate allows (k, seconds after the first could start): {late}"
+    # the server never answered more than two at once (it counts a request done before its answer goes out)
+    assert server.max_in_flight <= 2, server.max_in_flight
 
 
 def test_unparsable_replies_are_asked_again_with_the_problem():

@@ -19,7 +19,7 @@ from core.synthesize import main
 from plugins.synthesis.schema import task_from_reply
 from plugins.synthesis.store import TaskStore
 
-from .helpers import act, by_turn, fenced, file_task, llm_options, verdict
+from .helpers import act, fenced, file_task, llm_options, typed_then, verdict
 from .scripted_llm import Rule, ScriptedLLM
 
 pytestmark = pytest.mark.desktop
@@ -67,10 +67,6 @@ AB = "Create ~/Documents/a.txt containing alpha and ~/Documents/b.txt containing
 CD = "Create ~/Documents/c.txt containing gamma and ~/Documents/d.txt containing delta."
 
 
-def shell(command: str) -> str:
-    return act({"type": "type", "text": command}, {"type": "key", "keys": ["Return"]}, {"type": "wait", "duration": 0.5})
-
-
 def compose_reply(instruction: str) -> str:
     return fenced({"instruction": instruction, "explanation": "both files", "difficulty": "medium",
                    "estimated_steps": 6})
@@ -84,12 +80,12 @@ def rules() -> list[Rule]:
             AB if "a.txt" in json.dumps(body) else CD)),
         Rule(model="judger", replies=[verdict(True)], repeat_last=True),
         Rule(model="checker", contains="the folder ~/Documents/notes.",
-             respond=by_turn(shell("mkdir ~/Documents/notes"), done)),
+             respond=typed_then("mkdir ~/Documents/notes", done)),
         Rule(model="checker", contains="today.txt",
-             respond=by_turn(shell("echo hello > ~/Documents/notes/today.txt"), done)),
+             respond=typed_then("echo hello > ~/Documents/notes/today.txt", done)),
         Rule(model="checker", contains=AB,
-             respond=by_turn(shell("echo alpha > ~/Documents/a.txt; echo beta > ~/Documents/b.txt"), done)),
-        Rule(model="checker", contains=CD, respond=by_turn(shell("echo gamma > ~/Documents/c.txt"), done)),
+             respond=typed_then("echo alpha > ~/Documents/a.txt; echo beta > ~/Documents/b.txt", done)),
+        Rule(model="checker", contains=CD, respond=typed_then("echo gamma > ~/Documents/c.txt", done)),
     ]
 
 
@@ -126,7 +122,8 @@ def test_decompose_failed_and_compose_solved_on_real_desktops(tmp_path, capsys):
                     tasks=["pool"], max_subtasks=2, similarity_threshold=0.2)},
                 "validator": {"name": "rule-validator"},
                 "judger": {"name": "llm-judger", "options": llm_options(server.base_url, "judger")},
-                "checker": {"name": "llm-checker", "options": llm_options(server.base_url, "checker", max_steps=3)},
+                "checker": {"name": "llm-checker", "options": llm_options(server.base_url, "checker", max_steps=3,
+                                                                          timeout_s=120)},
                 "pipeline": {"name": "verigen", "options": {"candidates": 10, "workers": 3, "environments": 2}},
             },
         }

@@ -133,7 +133,7 @@ def test_kill_while_saving_leaves_the_previous_checkpoint(tmp_path: Path) -> Non
     """SIGKILL a process half-way through writing a checkpoint: the older one stays the latest."""
     ready = tmp_path / "ready"
     script = textwrap.dedent(f"""
-        import time
+        import threading
         from pathlib import Path
         from core.checkpoint import CheckpointManager
 
@@ -143,7 +143,7 @@ def test_kill_while_saving_leaves_the_previous_checkpoint(tmp_path: Path) -> Non
         def state():
             if phase["slow"]:
                 Path({str(ready)!r}).write_text("x")
-                time.sleep(60)
+                threading.Event().wait()  # half-way through the save until the test kills this process
             return {{"n": 1}}
 
         manager.register("slow", state, lambda s: None)
@@ -153,13 +153,15 @@ def test_kill_while_saving_leaves_the_previous_checkpoint(tmp_path: Path) -> Non
     """)
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[2])
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 300  # bounds a hang only
         while not ready.exists():
             assert proc.poll() is None, "the saving process died early"
-            assert time.monotonic() < deadline
+            assert time.monotonic() < deadline, "the saving process never reached the second save"
             time.sleep(0.05)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
+        if proc.poll() is None:  # a failed check above: the process would otherwise wait forever
+            proc.kill()
         proc.wait()
     leftovers = list((tmp_path / "checkpoints").glob(".tmp-*"))
     assert leftovers, "the killed save should have left its temporary directory behind"

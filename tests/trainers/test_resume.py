@@ -42,7 +42,9 @@ def _run_until_paused(run_dir: Path, record: Path, *extra: str) -> None:
             time.sleep(0.1)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
-        proc.wait(timeout=30)
+        if proc.poll() is None:  # a failed check above: the paused driver would otherwise wait forever
+            proc.kill()
+        proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL
 
 

@@ -32,21 +32,26 @@ def episode_reward(trajectory: Trajectory, incomplete_penalty: float) -> float:
     return score
 
 
-def group_advantages(rewards: Sequence[float], *, eps: float = 1e-6, normalize_std: bool = True) -> list[float]:
-    """``(r - mean) / (std + eps)`` with the unbiased std, or ``r - mean``; 0 for groups of one."""
+def group_advantages(rewards: Sequence[float], *, eps: float = 1e-6, normalize_std: bool = True,
+                     negative_scale: float = 1.0) -> list[float]:
+    """``(r - mean) / (std + eps)`` with the unbiased std, or ``r - mean``; 0 for groups of one.
+
+    ``negative_scale`` multiplies the below-average rollouts' advantages (1: GRPO as in the paper; < 1
+    weights failures less than successes, an asymmetric REINFORCE)."""
     n = len(rewards)
     if n < 2:
         return [0.0] * n
     mean = math.fsum(rewards) / n
     centered = [r - mean for r in rewards]
-    if not normalize_std:
-        return centered
-    std = math.sqrt(math.fsum(c * c for c in centered) / (n - 1))
-    return [c / (std + eps) for c in centered]
+    if normalize_std:
+        std = math.sqrt(math.fsum(c * c for c in centered) / (n - 1))
+        centered = [c / (std + eps) for c in centered]
+    return [c * negative_scale if c < 0 else c for c in centered]
 
 
 def assign_advantages(
-    groups: Iterable[RolloutGroup], *, incomplete_penalty: float, eps: float = 1e-6, normalize_std: bool = True
+    groups: Iterable[RolloutGroup], *, incomplete_penalty: float, eps: float = 1e-6, normalize_std: bool = True,
+    negative_scale: float = 1.0,
 ) -> dict[str, float]:
     """Set each trajectory's reward and advantage and copy both onto its segments; returns id -> advantage."""
     advantages: dict[str, float] = {}
@@ -60,7 +65,7 @@ def assign_advantages(
                     f"{group.task_id}"
                 )
             traj.reward = episode_reward(traj, incomplete_penalty)
-        values = group_advantages(group.rewards, eps=eps, normalize_std=normalize_std)
+        values = group_advantages(group.rewards, eps=eps, normalize_std=normalize_std, negative_scale=negative_scale)
         for traj, value in zip(group.trajectories, values):
             if traj.trajectory_id in advantages:
                 raise ValueError(f"trajectory id {traj.trajectory_id} occurs twice in the batch")

@@ -79,6 +79,19 @@ def latest_complete(run_dir: Path | str) -> Path | None:
     return complete[-1] if complete else None
 
 
+def resolve_checkpoint(path: str | Path, *, what: str) -> Path:
+    """A complete checkpoint directory from ``path``: the checkpoint itself, or a run directory (its newest)."""
+    given = Path(path).expanduser()
+    if (given / COMPLETE_MARKER).is_file():
+        return given
+    if given.is_dir():
+        newest = latest_complete(given)
+        if newest is not None:
+            return newest
+    raise CheckpointError(f"{what}: {given} is neither a complete checkpoint (a directory with a {COMPLETE_MARKER} "
+                          "marker, e.g. <run>/checkpoints/iter_000100) nor a run directory holding one")
+
+
 # ---------------------------------------------------------------------------
 # Global RNG states
 # ---------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.errors import ConfigError
 from core.registry import Component, unknown_name_message
+from core.stage_config import RecipeSection, WarmStartSection
 
 if TYPE_CHECKING:
     from core.pluginmanager import Plugins
@@ -44,8 +45,15 @@ class RunSection(_Strict):
     keep_checkpoints: int = Field(3, ge=1)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     tensorboard: bool = False
-    #: save every turn's screenshot beside the rollout records (for trajectory-guided synthesis)
+    #: save every turn's screenshot beside the rollout records (for trajectory-guided synthesis, demonstrations)
     save_screenshots: bool = False
+    #: start the policy from these weights: a checkpoint directory (``.../checkpoints/iter_NNNNNN``) or a run
+    #: directory (its newest complete checkpoint), e.g. a warm start's; optimizer and counters start fresh
+    init_from: str | None = None
+    #: every this many RL iterations, roll the policy out on the whole task pool with the fixed seeds of
+    #: ``core.eval`` (the same episodes each time, so the points are comparable) -> ``eval/success``; 0: never
+    eval_every: int = Field(0, ge=0)
+    eval_passes: int = Field(1, ge=1, description="rollouts per task of each periodic evaluation")
 
 
 class PluginsSection(_Strict):
@@ -72,6 +80,10 @@ class AlgorithmSection(_Strict):
     incomplete_penalty: float = -0.2
     advantage_eps: float = Field(1e-6, gt=0)
     normalize_advantage_std: bool = True
+    #: weight of below-average rollouts' advantages (1: the paper's GRPO). Below 1, failed rollouts push
+    #: their tokens down less than successes pull theirs up: with a small policy, failures' low-probability
+    #: tokens can otherwise dominate the step and lower the successes' likelihood too
+    negative_advantage_scale: float = Field(1.0, ge=0, le=1)
     max_parse_failures: int = Field(3, ge=1)
 
 
@@ -94,6 +106,9 @@ class TasksSection(_Strict):
     include: list[str] | None = None
     domains: list[str] | None = None
     eval_paths: list[str] = Field(default_factory=list)
+    #: a JSON object {task_id: pass rate} measured earlier (the recipe's refine stage); the sampler starts
+    #: from these estimates instead of its prior (and instead of an initial pass over those tasks)
+    pass_rates: str | None = None
 
 
 #: config key -> registry kind, for the top-level slots
@@ -126,6 +141,9 @@ class Config(_Strict):
     judge: Slot | None = None
     #: VeriGen roles: proposer/judger/checker/fixer -> slot (null disables a role)
     synthesis: dict[str, Slot | None] = Field(default_factory=dict)
+    #: stage 1 of the recipe (``python -m core.sft``) and the recipe's stages (``python -m core.pipeline``)
+    warm_start: WarmStartSection = Field(default_factory=WarmStartSection)
+    recipe: RecipeSection | None = None
     #: free-form sections owned by entry points (synthesis loop, evaluation, ablation)
     extra: dict[str, Any] = Field(default_factory=dict)
 
@@ -244,6 +262,24 @@ def load_raw(path: str | Path | None, overrides: Iterable[str] = ()) -> dict[str
     if not isinstance(raw, dict):
         raise ConfigError([f"{path}: the top level must be a mapping, got {type(raw).__name__}"])
     return raw
+
+
+def apply_overrides(raw: Mapping[str, Any], overrides: Mapping[str, Any], *, where: str) -> dict[str, Any]:
+    """A copy of ``raw`` with ``{dotted.key: value}`` set (a recipe stage's ``overrides``)."""
+    import copy
+
+    conf = OmegaConf.create(copy.deepcopy(dict(raw)))
+    problems = []
+    for key, value in overrides.items():
+        if not isinstance(key, str) or not key or key.startswith(".") or key.endswith("."):
+            problems.append(f"{where}.overrides: {key!r} is not a dotted config key (e.g. trainer.options.lr)")
+            continue
+        OmegaConf.update(conf, key, value, merge=True, force_add=True)
+    if problems:
+        raise ConfigError(problems)
+    result = OmegaConf.to_container(conf, resolve=True)
+    assert isinstance(result, dict)
+    return result
 
 
 def _delete_key(conf: Any, dotted: str) -> None:

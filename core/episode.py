@@ -73,11 +73,18 @@ async def _env_call(what: str, awaitable: Awaitable[T], timeout_s: float) -> T:
 
 
 def feedback_text(actions: list[Action], observation: Observation) -> str | None:
-    """Text the agent sees next to the new screenshot (tool output such as a cursor position)."""
-    parts = [observation.text] if observation.text else []
+    """The loop's own text before the next screenshot (the cursor position after ``cursor_position``).
+
+    The environment's text (command output, a refused action) is ``observation.text``, which the
+    segmenter's observation message adds itself.
+    """
     if any(a.type == ActionType.CURSOR_POSITION for a in actions) and "cursor" in observation.info:
-        parts.append(f"Cursor position: {observation.info['cursor']}")
-    return "\n".join(parts) or None
+        return f"Cursor position: {observation.info['cursor']}"
+    return None
+
+
+def parse_error_feedback(error: Exception) -> str:
+    return f"Your last response could not be parsed: {error}"
 
 
 async def run_episode(
@@ -140,8 +147,8 @@ async def run_episode(
                     traj.status_reason = f"{parse_failures} unparsable responses"
                     break
                 observation = await _env_call("observe", env.observe(), s.env_call_timeout_s)
-                turn.observation = observation
-                context.add_observation(observation, f"Your last response could not be parsed: {exc}")
+                turn.observation, turn.feedback = observation, parse_error_feedback(exc)
+                context.add_observation(observation, turn.feedback)
                 turn.duration_s = time.monotonic() - turn_started
                 continue
             turn.actions = actions
@@ -161,7 +168,8 @@ async def run_episode(
                 if terminal.type == ActionType.ANSWER:
                     traj.metadata["answer"] = terminal.text
                 break
-            context.add_observation(observation, feedback_text(actions, observation))
+            turn.feedback = feedback_text(actions, observation)
+            context.add_observation(observation, turn.feedback)
         traj.segments = context.finish()
         judge_started = time.monotonic()
         traj.judgement = await _judge(deps, env, task, last_action, s)

@@ -28,6 +28,7 @@ from core.cli import config_parser, main_guard
 from core.config import load_config
 from core.errors import CheckpointError
 from core.loop import build_components, sync_weights
+from core.metrics import write_rollouts
 from core.rollouts import collect_groups
 from core.types import RolloutGroup, Task
 
@@ -115,21 +116,26 @@ async def evaluate(resolved: Any, plugins: Any, run_dir: Path, *, ckpt: Path | N
         )
     finally:
         await c.close()
+    write_rollouts(run_dir, 0, results, tag="eval", screenshots=cfg.run.save_screenshots)
     groups = cfg.extra.get("eval_groups", {}) or {}
     table = summarize(results, c.tasks, passes, groups)
-    return {"checkpoint": str(ckpt) if ckpt else None, "passes": passes, "env_errors": stats.env_errors,
-            "lost_rollouts": stats.lost_rollouts, "domains": table}
+    rates = {g.task_id: sum(g.successes) / len(g.trajectories) for g in results}
+    return {"checkpoint": str(ckpt) if ckpt else None, "passes": passes, "seed": cfg.run.seed,
+            "env_errors": stats.env_errors, "lost_rollouts": stats.lost_rollouts, "domains": table,
+            "pass_rates": rates}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = config_parser("python -m core.eval", "per-domain success rates and pass@k")
-    parser.add_argument("--checkpoint", type=Path, default=None, help="a checkpoint directory (iter_NNNNNN)")
+    parser.add_argument("--checkpoint", type=Path, default=None, help="a checkpoint directory (iter_NNNNNN), or a run directory: its newest complete one")
     parser.add_argument("--passes", type=int, default=4, help="independent rollouts per task (default 4)")
     parser.add_argument("--out", type=Path, default=None, help="JSON output (default <run_dir>/eval.json)")
     args = parser.parse_args(argv)
     if args.passes < 1:
         parser.error("--passes must be >= 1")
     logs.configure()
+    if args.checkpoint is not None:
+        args.checkpoint = checkpoint.resolve_checkpoint(args.checkpoint, what="--checkpoint")
     resolved, plugins = load_config(args.config, [*args.overrides, f"run.name={_name(args)}"],
                                     required=REQUIRED_SLOTS)
     run_dir = rundir.prepare(resolved, plugins)

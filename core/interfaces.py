@@ -8,7 +8,8 @@ each kind receives (keyword arguments; factories should accept ``**_``):
 * ``model``            — ``run_dir``
 * ``environment``      — ``run_dir``
 * ``rollout_engine``   — ``model`` (a :class:`PolicyModel`), ``seed``
-* ``trainer``          — ``model``, ``algorithm`` (:class:`core.config.AlgorithmSection`), ``seed``
+* ``trainer``          — ``model``, ``algorithm`` (:class:`core.config.AlgorithmSection`), ``seed``,
+  ``objective`` (one of :data:`OBJECTIVES`; ``grpo`` unless the warm start asks for ``cross_entropy``)
 * ``sampler``, ``segmenter``, ``judge_executor``, ``synthesizer_role`` — nothing
 
 I/O-bound kinds (environments, rollout engines, judge executors, synthesizer
@@ -198,6 +199,17 @@ class EnvironmentBackend(abc.ABC):
     def parse_response(self, text: str) -> list[Action]:
         """Actions in a model response; raise :class:`core.errors.ActionParseError` when unparsable."""
 
+    def format_response(self, actions: Sequence[Action]) -> str:
+        """A response in this backend's action format that :meth:`parse_response` reads back as ``actions``.
+
+        Demonstrations (recorded oracles) are written with it. A backend whose action format cannot be
+        written raises :class:`core.errors.ScaleCUAError` naming a format that can.
+        """
+        from core.errors import ScaleCUAError
+
+        raise ScaleCUAError(f"environment backend {type(self).__name__} cannot write responses in its action "
+                            "format, so it cannot record demonstrations; implement format_response()")
+
     @abc.abstractmethod
     async def evaluate(
         self,
@@ -359,12 +371,23 @@ class Segmenter(abc.ABC):
 # ---------------------------------------------------------------------------
 
 
+#: training objectives every trainer backend implements (the ``objective`` context of a trainer factory):
+#: ``grpo`` — the RL stage (segments carry advantages and rollout logprobs); ``cross_entropy`` — the warm
+#: start on demonstrations (the policy's negative log-likelihood of the response tokens).
+OBJECTIVES = ("grpo", "cross_entropy")
+
+
 class TrainerBackend(abc.ABC):
-    """Optimizes the policy on segments whose ``advantage`` is already set."""
+    """Optimizes the policy on segments: with advantages already set (``grpo``), or demonstrations
+    (``cross_entropy``)."""
 
     @abc.abstractmethod
     def train_step(self, segments: Sequence[Segment]) -> dict[str, float]:
         """One optimizer step over all segments (micro-batched inside); returns metrics."""
+
+    @abc.abstractmethod
+    def eval_step(self, segments: Sequence[Segment]) -> dict[str, float]:
+        """The objective's metrics on ``segments`` without an update (e.g. the warm start's held-out loss)."""
 
     @abc.abstractmethod
     def export_weights(self, bucket_bytes: int = 256 << 20) -> Iterator[list[tuple[str, Any]]]:
@@ -376,6 +399,14 @@ class TrainerBackend(abc.ABC):
 
     @abc.abstractmethod
     def load(self, path: Path) -> None: ...
+
+    def load_weights(self, path: Path) -> None:
+        """Start from the model weights that :meth:`save` wrote to ``path`` (a warm start's checkpoint); the
+        optimizer and step counter stay fresh, and a reference model (KL term) becomes these weights."""
+        from core.errors import ScaleCUAError
+
+        raise ScaleCUAError(f"trainer backend {type(self).__name__} cannot start from another run's weights "
+                            "(run.init_from); implement load_weights()")
 
     def close(self) -> None:
         return None

@@ -19,7 +19,7 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import structlog
 
@@ -71,7 +71,7 @@ def settings_from(resolved: ResolvedConfig) -> EpisodeSettings:
 def build_components(
     resolved: ResolvedConfig, plugins: Plugins, run_dir: Path, *, train: bool = True, task_paths: list[str] | None = None
 ) -> Components:
-    """Create every component of a run. ``train=False`` (evaluation) skips sampler and optimizer state."""
+    """Create every component of an RL run. ``train=False`` (evaluation) skips sampler and trainer."""
     cfg = resolved.config
     seed = cfg.run.seed
     paths = cfg.tasks.paths if task_paths is None else task_paths
@@ -86,7 +86,8 @@ def build_components(
     if sampler is not None:
         sampler.setup(tasks, seed=seed)
     segmenter = resolved.create("segmenter", plugins)
-    trainer = resolved.create("trainer", plugins, model=model, algorithm=cfg.algorithm, seed=seed) if train else None
+    trainer = resolved.create("trainer", plugins, model=model, algorithm=cfg.algorithm, seed=seed,
+                              objective="grpo") if train else None
     engine = resolved.create("rollout", plugins, model=model, seed=seed)
     executor = resolved.create("judge", plugins)
     deps = EpisodeDeps(
@@ -94,6 +95,19 @@ def build_components(
         getters=plugins.registry("getter"), metrics=plugins.registry("metric"), settings=settings_from(resolved),
     )
     return Components(model, backend, sampler, segmenter, trainer, engine, executor, {t.id: t for t in tasks}, deps)
+
+
+def load_pass_rates(path: str, tasks: Mapping[str, Task]) -> dict[str, float]:
+    """``{task_id: rate}`` from a JSON file, for the tasks of the pool (others are ignored)."""
+    from core.errors import ConfigError
+
+    try:
+        data = json.loads(Path(path).expanduser().read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError([f"tasks.pass_rates: {path}: {exc}"]) from None
+    if not isinstance(data, dict) or not all(isinstance(v, (int, float)) and 0 <= v <= 1 for v in data.values()):
+        raise ConfigError([f"tasks.pass_rates: {path} must be a JSON object {{task_id: rate in [0, 1]}}"])
+    return {str(k): float(v) for k, v in data.items() if k in tasks}
 
 
 def raise_empty(paths: list[str]) -> None:
@@ -152,6 +166,26 @@ class TrainingRun:
         with (self.run_dir / "sampler_weights.jsonl").open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(record) + "\n")
 
+    def initialize(self, c: Components) -> None:
+        """``run.init_from``: the trainer (and its reference model) start from another run's weights. Also on
+        resume, before the checkpoint: the KL reference is the starting point, never checkpointed."""
+        if not self.cfg.run.init_from:
+            return
+        source = checkpoint.resolve_checkpoint(self.cfg.run.init_from, what="run.init_from")
+        c.trainer.load_weights(source / "trainer")
+        log.info("policy initialized", init_from=str(source))
+
+    def known_pass_rates(self, c: Components) -> dict[str, float]:
+        """``tasks.pass_rates``: earlier estimates handed to the sampler before the first iteration."""
+        if not self.cfg.tasks.pass_rates:
+            return {}
+        rates = load_pass_rates(self.cfg.tasks.pass_rates, c.tasks)
+        if rates:
+            c.sampler.set_initial_pass_rates(rates)
+        log.info("pass rates from tasks.pass_rates", path=self.cfg.tasks.pass_rates, tasks=len(rates),
+                 pool=len(c.tasks))
+        return rates
+
     def resume(self, c: Components) -> None:
         restored = self.ckpt.load(trainer=c.trainer, sampler=c.sampler)
         self.completed = self.last_saved = restored.iteration
@@ -162,15 +196,18 @@ class TrainingRun:
 
     # -- the loop ----------------------------------------------------------------
 
-    async def initial_pass(self, c: Components) -> None:
+    async def initial_pass(self, c: Components, known: Mapping[str, float]) -> None:
         n = c.sampler.initial_pass_rollouts
-        log.info("initial pass-rate sweep over all tasks", tasks=len(c.tasks), rollouts_per_task=n)
+        todo = [t for t in c.tasks if t not in known]
+        log.info("initial pass-rate sweep", tasks=len(todo), known=len(known), rollouts_per_task=n)
+        if not todo:
+            return
         groups, stats = await collect_groups(
-            list(c.tasks), c.tasks, c.deps, n=n, concurrency=self.cfg.rollout_loop.concurrency,
+            todo, c.tasks, c.deps, n=n, concurrency=self.cfg.rollout_loop.concurrency,
             retries=self.cfg.rollout_loop.env_retries, iteration=0, seed=self.cfg.run.seed, tag="init",
         )
         rates = {g.task_id: sum(g.successes) / len(g.trajectories) for g in groups}
-        c.sampler.set_initial_pass_rates(rates)
+        c.sampler.set_initial_pass_rates({**known, **rates})
         write_rollouts(self.run_dir, 0, groups, tag="init")
 
     def _episode_done(self, traj: Trajectory) -> None:
@@ -207,7 +244,8 @@ class TrainingRun:
                     extra_draws += 1
         c.sampler.observe(it, outcomes)
         advantages.assign_advantages(kept, incomplete_penalty=a.incomplete_penalty, eps=a.advantage_eps,
-                                     normalize_std=a.normalize_advantage_std)
+                                     normalize_std=a.normalize_advantage_std,
+                                     negative_scale=a.negative_advantage_scale)
         segments = [s for g in kept for t in g.trajectories for s in t.segments]
         metrics: dict[str, Any] = {"iteration": it, **rollout_metrics(kept)}
         metrics.update({"rollout/env_errors": float(env_errors), "rollout/lost": float(lost),
@@ -222,19 +260,38 @@ class TrainingRun:
         else:
             log.warning("no trainable segments this iteration", iteration=it)
         write_rollouts(self.run_dir, it, kept, screenshots=self.cfg.run.save_screenshots)
+        every = self.cfg.run.eval_every
+        if every and (it + 1) % every == 0:
+            with timer.phase("eval"):
+                metrics.update(await self.evaluate(c, it))
         metrics.update(timer.as_metrics())
         return metrics
+
+    async def evaluate(self, c: Components, it: int) -> dict[str, float]:
+        """The updated policy on the whole pool, with ``core.eval``'s episode seeds (comparable across calls
+        and with a ``core.eval`` of the starting checkpoint)."""
+        groups, stats = await collect_groups(
+            list(c.tasks), c.tasks, c.deps, n=self.cfg.run.eval_passes, concurrency=self.cfg.rollout_loop.concurrency,
+            retries=self.cfg.rollout_loop.env_retries, iteration=0, seed=self.cfg.run.seed, tag="eval",
+        )
+        write_rollouts(self.run_dir, it, groups, tag="eval")
+        trajs = [t for g in groups for t in g.trajectories]
+        success = sum(t.success for t in trajs) / len(trajs) if trajs else float("nan")
+        log.info("periodic evaluation", iteration=it, success=round(success, 4), episodes=len(trajs))
+        return {"eval/success": success, "eval/episodes": float(len(trajs)), "eval/lost": float(stats.lost_rollouts)}
 
     async def run(self, resume: bool) -> str:
         c = build_components(self.resolved, self.plugins, self.run_dir)
         self.plugins.hook.scalecua_configure(config=self.resolved.raw, run_dir=self.run_dir)
         status = "failed"
         try:
+            self.initialize(c)
             if resume and self.ckpt.latest() is not None:
                 self.resume(c)
             else:
+                known = self.known_pass_rates(c)
                 if c.sampler.initial_pass_rollouts > 0:
-                    await self.initial_pass(c)
+                    await self.initial_pass(c, known)
                 sync_weights(c.trainer, c.engine)
             self.rng_at_completion = checkpoint.capture_rng()
             while self.completed < self.cfg.run.iterations:

@@ -15,7 +15,7 @@ import statistics
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from core.types import EpisodeStatus, RolloutGroup, Trajectory
 
@@ -102,11 +102,14 @@ def rollout_metrics(groups: Sequence[RolloutGroup]) -> dict[str, float]:
     }
 
 
-def trajectory_record(traj: Trajectory, screenshot_paths: Mapping[int, str] | None = None) -> dict[str, Any]:
+def trajectory_record(traj: Trajectory, screenshot_paths: Mapping[int | str, str] | None = None) -> dict[str, Any]:
     """One JSON line per trajectory: the format trajectory-guided synthesis reads.
 
-    ``screenshot_paths`` maps turn index -> PNG path relative to the JSONL file
-    (screenshots are only saved when the run asks for them).
+    ``screenshot_paths`` maps turn index -> PNG path relative to the JSONL file, and ``"initial"`` -> the
+    first observation's (screenshots are only saved when the run asks for them). ``feedback`` is the
+    environment's text after the turn, ``loop_feedback`` the loop's own (a parse error, the cursor
+    position): with the screenshots they are exactly what the agent saw, so a record replays into the
+    same context (:mod:`core.demonstrations`).
     """
     shots = screenshot_paths or {}
     return {
@@ -120,6 +123,7 @@ def trajectory_record(traj: Trajectory, screenshot_paths: Mapping[int, str] | No
         "advantage": traj.metadata.get("advantage"),
         "judgement": traj.judgement.model_dump(mode="json") if traj.judgement else None,
         "answer": traj.metadata.get("answer"),
+        "initial_screenshot": shots.get("initial"),
         "turns": [
             {
                 "index": turn.index,
@@ -127,6 +131,7 @@ def trajectory_record(traj: Trajectory, screenshot_paths: Mapping[int, str] | No
                 "actions": [a.model_dump(mode="json", exclude_none=True) for a in turn.actions],
                 "parse_error": turn.parse_error,
                 "feedback": turn.observation.text if turn.observation else None,
+                "loop_feedback": turn.feedback,
                 "screenshot": shots.get(turn.index),
                 "duration_s": round(turn.duration_s, 3),
             }
@@ -141,21 +146,30 @@ def write_rollouts(
     run_dir: Path, iteration: int, groups: Sequence[RolloutGroup], tag: str = "iter", *, screenshots: bool = False
 ) -> Path:
     """``rollouts/<tag>_NNNNNN.jsonl`` (+ ``rollouts/shots/<trajectory>-<turn>.png`` when ``screenshots``)."""
-    directory = run_dir / "rollouts"
+    path = run_dir / "rollouts" / f"{tag}_{iteration:06d}.jsonl"
+    return write_trajectories(path, [t for g in groups for t in g.trajectories], screenshots=screenshots)
+
+
+def write_trajectories(path: Path, trajectories: Iterable[Trajectory], *, screenshots: bool = False) -> Path:
+    """Trajectory records as JSON Lines at ``path``, written atomically; with ``screenshots`` the PNGs go to
+    ``shots/`` beside it (``<trajectory>-init.png`` for the first observation, ``<trajectory>-<turn>.png``)."""
+    directory = path.parent
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{tag}_{iteration:06d}.jsonl"
     tmp = path.with_suffix(".tmp")
     with tmp.open("w", encoding="utf-8") as fh:
-        for group in groups:
-            for traj in group.trajectories:
-                paths: dict[int, str] = {}
-                if screenshots:
-                    (directory / "shots").mkdir(exist_ok=True)
-                    for turn in traj.turns:
-                        if turn.observation is not None and turn.observation.screenshot is not None:
-                            rel = f"shots/{traj.trajectory_id}-{turn.index:02d}.png"
-                            (directory / rel).write_bytes(turn.observation.screenshot.png)
-                            paths[turn.index] = rel
-                fh.write(json.dumps(trajectory_record(traj, paths), default=str) + "\n")
+        for traj in trajectories:
+            paths: dict[int | str, str] = {}
+            if screenshots:
+                (directory / "shots").mkdir(exist_ok=True)
+                first = traj.initial_observation
+                if first is not None and first.screenshot is not None:
+                    paths["initial"] = f"shots/{traj.trajectory_id}-init.png"
+                    (directory / paths["initial"]).write_bytes(first.screenshot.png)
+                for turn in traj.turns:
+                    if turn.observation is not None and turn.observation.screenshot is not None:
+                        rel = f"shots/{traj.trajectory_id}-{turn.index:02d}.png"
+                        (directory / rel).write_bytes(turn.observation.screenshot.png)
+                        paths[turn.index] = rel
+            fh.write(json.dumps(trajectory_record(traj, paths), default=str) + "\n")
     os.replace(tmp, path)
     return path

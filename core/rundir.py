@@ -60,6 +60,14 @@ def write_json_atomic(path: Path, payload: Any) -> None:
     os.replace(tmp, path)
 
 
+def prepare_at(path: Path, resolved: ResolvedConfig, plugins: Plugins) -> Path:
+    """A run directory at a fixed ``path`` (a recipe's stage): created once; config and plugins (re)recorded."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.yaml").write_text(resolved.to_yaml(), encoding="utf-8")
+    write_json_atomic(path / "plugins.json", plugin_manifest(resolved, plugins))
+    return path
+
+
 def prepare(resolved: ResolvedConfig, plugins: Plugins, *, resume: str | Path | bool | None = None) -> Path:
     """Create (or reopen, for ``resume``) the run directory and record config and plugins."""
     run = resolved.config.run

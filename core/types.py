@@ -245,6 +245,9 @@ class Turn:
     actions: list[Action] = field(default_factory=list)
     parse_error: str | None = None
     observation: Observation | None = None
+    #: the loop's own text before the next screenshot (a parse error, the cursor position); the
+    #: environment's text is ``observation.text``. None after the last turn.
+    feedback: str | None = None
     duration_s: float = 0.0
 
 

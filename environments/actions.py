@@ -32,7 +32,8 @@ GRID = 1000
 TOOL_NAME = "computer_use"
 
 
-__all__ = ["ActionParseError", "parse_actions", "parse_response", "format_action", "format_action_space"]
+__all__ = ["ActionParseError", "parse_actions", "parse_response", "format_action", "format_action_space",
+           "format_response"]
 
 
 # ---------------------------------------------------------------------------
@@ -229,6 +230,18 @@ def action_arguments(action: Action) -> dict[str, Any]:
 def format_action(action: Action) -> str:
     call = {"name": TOOL_NAME, "arguments": action_arguments(action)}
     return f"<tool_call>\n{json.dumps(call, ensure_ascii=False)}\n</tool_call>"
+
+
+def format_response(demonstrated: Sequence[Action], action_format: str = "tool_call") -> str:
+    """A response that :func:`parse_response` reads back as ``demonstrated`` (one tool call per action)."""
+    if action_format != "tool_call":
+        from core.errors import ScaleCUAError
+
+        raise ScaleCUAError(f"demonstrations are written in the tool_call action format, not {action_format!r}: "
+                            "set environment.options.action_format: tool_call to record or train on them")
+    if not demonstrated:
+        raise ValueError("a response needs at least one action")
+    return "\n".join(format_action(action) for action in demonstrated)
 
 
 _DESCRIPTIONS: dict[ActionType, str] = {

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
@@ -339,6 +339,9 @@ class LocalDesktopBackend(EnvironmentBackend):
 
     def parse_response(self, text: str) -> list[Action]:
         return actions.parse_response(text, self.options.action_format, (self.options.width, self.options.height))
+
+    def format_response(self, demonstrated: Sequence[Action]) -> str:
+        return actions.format_response(demonstrated, self.options.action_format)
 
     async def evaluate(
         self,

@@ -98,7 +98,7 @@ class FSDPTrainer(TorchTrainer):
     """The torch backend with parameters, gradients and optimizer state sharded over the process group."""
 
     def __init__(self, options: FSDPTrainerOptions, *, model: PolicyModel, algorithm: AlgorithmSection,
-                 seed: int = 0) -> None:
+                 seed: int = 0, objective: str = "grpo") -> None:
         import torch.distributed as dist
         from torch.distributed.fsdp import fully_shard
 
@@ -108,7 +108,7 @@ class FSDPTrainer(TorchTrainer):
         if options.device == "auto" and torch.cuda.is_available():
             options = options.model_copy(update={"device": f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"})
         # Every rank builds the same seeded weights, then keeps only its shard.
-        super().__init__(options, model=model, algorithm=algorithm, seed=seed)
+        super().__init__(options, model=model, algorithm=algorithm, seed=seed, objective=objective)
         self._accepts_encoder_outputs = False  # the vision tower runs inside the root forward (its own unit)
         self._root = self._shard(self.model, options.reshard_after_forward, fully_shard)
         self._reference_root = None
@@ -156,6 +156,18 @@ class FSDPTrainer(TorchTrainer):
                 self._micro_step([segments[j] for j in mine[i].indices], total / self.world_size, stats, times)
             else:
                 self._idle_micro_step(segments[0])
+
+    def _evaluate(self, segments: Sequence[Segment], batches: list[MicroBatch], total: int, stats: StepStats) -> None:
+        mine = batches[self.rank::self.world_size]
+        for i in range(-(-len(batches) // self.world_size)):  # the same forward collectives on every rank
+            if i < len(mine):
+                self._eval_micro_step([segments[j] for j in mine[i].indices], total, stats)
+            else:
+                inputs, mask, _, _ = self._inputs([segments[0]])
+                with self._autocast():
+                    if self.reference is not None:
+                        self._logprobs(self.reference, inputs, mask)
+                    self._logprobs(self.model, inputs, mask)
 
     def _reduce(self, stats: StepStats) -> StepStats:
         import torch.distributed as dist
@@ -226,6 +238,19 @@ class FSDPTrainer(TorchTrainer):
             torch.set_rng_state(torch.load(rng, weights_only=True)["cpu"])
         self.steps = int(meta["steps"])
 
+    def load_weights(self, path: Path) -> None:
+        from safetensors.torch import load_file
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+        weights = Path(path) / "model.safetensors"
+        if not weights.is_file():
+            raise CheckpointError(f"run.init_from: {Path(path)} holds no model.safetensors (a trainer checkpoint "
+                                  "directory, e.g. <run>/checkpoints/iter_000100/trainer)")
+        state = load_file(str(weights))
+        for module in (self.model, self.reference):  # the reference (KL term) starts from the same weights
+            if module is not None:
+                set_model_state_dict(module, state, options=StateDictOptions(full_state_dict=True, strict=True))
+
     def close(self) -> None:
         super().close()
         self._reference_root = None
@@ -247,14 +272,14 @@ def _reduce_stats(stats: StepStats, dist: Any, device: torch.device) -> StepStat
 
 
 def create_fsdp_trainer(options: FSDPTrainerOptions, *, model: PolicyModel, algorithm: AlgorithmSection,
-                        seed: int = 0, **_: Any) -> Any:
-    """Factory of the ``torch-fsdp`` trainer backend (context: model, algorithm, seed).
+                        seed: int = 0, objective: str = "grpo", **_: Any) -> Any:
+    """Factory of the ``torch-fsdp`` trainer backend (context: model, algorithm, seed, objective).
 
     On rank 0 under :mod:`trainers.fsdp_run` the trainer comes wrapped so the other ranks follow its calls.
     """
     from trainers.fsdp_run import DRIVER_ENV, DrivenTrainer
 
-    trainer = FSDPTrainer(options, model=model, algorithm=algorithm, seed=seed)
+    trainer = FSDPTrainer(options, model=model, algorithm=algorithm, seed=seed, objective=objective)
     if os.environ.get(DRIVER_ENV) == "1" and trainer.rank == 0 and trainer.world_size > 1:
         return DrivenTrainer(trainer)
     return trainer

@@ -1,6 +1,8 @@
-"""``torchrun --nproc-per-node N -m trainers.fsdp_run --config FILE [KEY=VALUE ...]``: train with ``torch-fsdp``.
+"""``torchrun --nproc-per-node N -m trainers.fsdp_run [--stage rl|warm_start] --config FILE [KEY=VALUE ...]``.
 
-Rank 0 runs the whole training loop (``python -m core.run``): environments,
+Trains with ``torch-fsdp``. Rank 0 runs the whole stage — ``python -m core.run``
+(RL, the default) or ``python -m core.sft`` (``--stage warm_start``, the
+cross-entropy objective on demonstrations): environments,
 rollouts, judges. Its trainer is a :class:`DrivenTrainer`, which announces each
 trainer call to the other ranks before taking part in it. The other ranks
 build only the model and the trainer and :func:`follow` those announcements,
@@ -42,6 +44,10 @@ class DrivenTrainer:
         _announce(("train_step", (list(segments),)))
         return self.trainer.train_step(segments)
 
+    def eval_step(self, segments: Sequence[Segment]) -> dict[str, float]:
+        _announce(("eval_step", (list(segments),)))
+        return self.trainer.eval_step(segments)
+
     def export_weights(self, bucket_bytes: int = 256 << 20) -> Iterator[list[tuple[str, Any]]]:
         _announce(("export_weights", (bucket_bytes,)))
         return self.trainer.export_weights(bucket_bytes)
@@ -53,6 +59,10 @@ class DrivenTrainer:
     def load(self, path: Path) -> None:
         _announce(("load", (str(path),)))
         self.trainer.load(path)
+
+    def load_weights(self, path: Path) -> None:
+        _announce(("load_weights", (str(path),)))
+        self.trainer.load_weights(path)
 
     def close(self) -> None:
         if not _state["closed"]:
@@ -87,6 +97,7 @@ def _follower_main(argv: Sequence[str]) -> int:
     from core.cli import config_parser
     from core.config import load_config
 
+    stage, argv = _stage(argv)
     parser = config_parser("trainers.fsdp_run", "follower rank")
     parser.add_argument("--resume", nargs="?", const=True, default=None)
     args, _ = parser.parse_known_args(argv)
@@ -95,21 +106,44 @@ def _follower_main(argv: Sequence[str]) -> int:
     if resolved.components["trainer"].name != "torch-fsdp":
         raise SystemExit(f"trainers.fsdp_run drives trainer 'torch-fsdp', but the config selects "
                          f"'{resolved.components['trainer'].name}'; set trainer.name: torch-fsdp")
+    objective = "grpo"
+    if stage == "warm_start":  # the same config rank 0's core.sft trains with
+        from core.sft import stage_config
+
+        resolved, objective = stage_config(resolved, plugins), "cross_entropy"
     model = resolved.create("model", plugins, run_dir=Path(os.devnull))
     trainer = resolved.create("trainer", plugins, model=model, algorithm=resolved.config.algorithm,
-                              seed=resolved.config.run.seed)
+                              seed=resolved.config.run.seed, objective=objective)
     follow(trainer)
     return 0
+
+
+STAGES = {"rl": "core.run", "warm_start": "core.sft"}
+
+
+def _stage(argv: Sequence[str]) -> tuple[str, list[str]]:
+    """``--stage NAME`` (default rl) and the arguments left for the stage's own command line."""
+    rest, stage = list(argv), "rl"
+    if "--stage" in rest:
+        i = rest.index("--stage")
+        if i + 1 >= len(rest) or rest[i + 1] not in STAGES:
+            raise SystemExit(f"trainers.fsdp_run: --stage takes one of {', '.join(STAGES)}")
+        stage = rest[i + 1]
+        del rest[i:i + 2]
+    return stage, rest
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if int(os.environ.get("RANK", "0")) != 0:
         return _follower_main(argv)
+    import importlib
+
+    stage, argv = _stage(argv)
     os.environ[DRIVER_ENV] = "1"
     from core.cli import main_guard
-    from core.run import main as run_main
 
+    run_main = importlib.import_module(STAGES[stage]).main
     code = 1
     try:
         code = main_guard(run_main, argv)

@@ -10,7 +10,10 @@ Pure functions on tensors and on the typed objects of :mod:`core.types`:
   ``compute_policy_loss_vanilla``), k3 KL to the reference policy, entropy bonus
   (per-token entropies from :func:`trainers.policy.policy_entropy`),
 * token-mean aggregation whose normalizer is fixed for the whole optimizer step,
-  so micro-batching never changes the gradient.
+  so micro-batching never changes the gradient,
+* the warm start's cross-entropy objective on demonstrations
+  (:func:`cross_entropy_token_loss`), behind the same call (:func:`token_loss`) so
+  every trainer backend offers both (``objective``: see :data:`core.interfaces.OBJECTIVES`).
 
 Every hyperparameter comes from :class:`core.config.AlgorithmSection`. Rewards and
 advantages themselves are computed by :mod:`core.advantages` (the loop needs them
@@ -31,9 +34,9 @@ from core.config import AlgorithmSection
 from core.types import RolloutGroup, Segment
 
 __all__ = [
-    "ClippedSurrogate", "StepStats", "assign_advantages", "assign_segment_advantages", "clipped_surrogate",
-    "count_trainable_tokens", "episode_reward", "group_advantages", "grpo_token_loss",
-    "importance_ratio", "k3_kl",
+    "ClippedSurrogate", "StepStats", "assign_advantages", "assign_segment_advantages", "check_objective",
+    "clipped_surrogate", "count_trainable_tokens", "cross_entropy_token_loss", "episode_reward",
+    "group_advantages", "grpo_token_loss", "importance_ratio", "k3_kl", "token_loss",
 ]
 
 #: log-ratio bounds before exp(): beyond them the ratio is numerically meaningless anyway
@@ -60,6 +63,7 @@ def assign_advantages(groups: Iterable[RolloutGroup], algorithm: AlgorithmSectio
         incomplete_penalty=algorithm.incomplete_penalty,
         eps=algorithm.advantage_eps,
         normalize_std=algorithm.normalize_advantage_std,
+        negative_scale=algorithm.negative_advantage_scale,
     )
 
 
@@ -165,6 +169,7 @@ class StepStats:
     dual_clipped: float = 0.0
     ratio_max: float = -math.inf
     ratio_min: float = math.inf
+    nll: float = 0.0  # -log pi of the trained tokens (the cross-entropy objective's loss)
 
     def summary(self) -> dict[str, float]:
         n = max(self.tokens, 1.0)
@@ -180,6 +185,7 @@ class StepStats:
             "actor/clipfrac_high": self.clipped_high / n,
             "actor/clipfrac_low": self.clipped_low / n,
             "actor/clipfrac_dual": self.dual_clipped / n,
+            "loss/nll": self.nll / n,
         }
         out["actor/clipfrac"] = out["actor/clipfrac_high"] + out["actor/clipfrac_low"]
         return out
@@ -242,6 +248,7 @@ def grpo_token_loss(
             if entropy is not None:
                 stats.entropy += float((entropy * mask).sum())
             stats.approx_kl += float(((rollout_logprobs - logprobs) * mask).sum())
+            stats.nll -= float((logprobs * mask).sum())
             stats.ratio += float((surrogate.ratio * mask).sum())
             stats.clipped_high += float((surrogate.clipped_high & on).sum())
             stats.clipped_low += float((surrogate.clipped_low & on).sum())
@@ -250,6 +257,59 @@ def grpo_token_loss(
                 stats.ratio_max = max(stats.ratio_max, float(surrogate.ratio[on].max()))
                 stats.ratio_min = min(stats.ratio_min, float(surrogate.ratio[on].min()))
     return loss
+
+
+def cross_entropy_token_loss(
+    logprobs: torch.Tensor,
+    loss_mask: torch.Tensor,
+    *,
+    normalizer: float,
+    stats: StepStats | None = None,
+) -> torch.Tensor:
+    """The warm start's loss: the demonstrations' token-mean negative log-likelihood under the policy.
+
+    ``logprobs`` follow the policy convention (:mod:`trainers.policy`: logits / T with the suppressed ids
+    removed), so supervised fine-tuning fits exactly the distribution the rollouts sample from. As in
+    :func:`grpo_token_loss`, ``normalizer`` is the trainable-token count of the whole step.
+    """
+    if normalizer <= 0:
+        raise ValueError(f"normalizer must be the step's positive count of trainable tokens, got {normalizer}")
+    mask = loss_mask.to(logprobs.dtype)
+    loss = -(logprobs * mask).sum() / normalizer
+    if stats is not None:
+        with torch.no_grad():
+            stats.tokens += float(mask.sum())
+            stats.nll -= float((logprobs * mask).sum())
+    return loss
+
+
+def check_objective(objective: str) -> None:
+    """A clear error for an objective no backend implements."""
+    from core.interfaces import OBJECTIVES
+
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown training objective {objective!r}; available: {', '.join(OBJECTIVES)}")
+
+
+def token_loss(
+    objective: str,
+    logprobs: torch.Tensor,
+    rollout_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    loss_mask: torch.Tensor,
+    *,
+    algorithm: AlgorithmSection,
+    normalizer: float,
+    ref_logprobs: torch.Tensor | None = None,
+    stats: StepStats | None = None,
+) -> torch.Tensor:
+    """One micro-batch's loss under ``objective`` (``grpo`` or ``cross_entropy``); every backend calls this."""
+    if objective == "cross_entropy":
+        return cross_entropy_token_loss(logprobs, loss_mask, normalizer=normalizer, stats=stats)
+    if objective == "grpo":
+        return grpo_token_loss(logprobs, rollout_logprobs, advantages, loss_mask, algorithm=algorithm,
+                               normalizer=normalizer, ref_logprobs=ref_logprobs, stats=stats)
+    raise ValueError(f"unknown training objective {objective!r}")
 
 
 def count_trainable_tokens(segments: Sequence[Segment]) -> int:

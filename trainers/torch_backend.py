@@ -32,7 +32,7 @@ from core.errors import CheckpointError
 from core.interfaces import PolicyModel, TrainerBackend
 from core.types import Segment
 from trainers.batching import MicroBatch, micro_batch_tensors, plan_micro_batches
-from trainers.objective import StepStats, count_trainable_tokens, grpo_token_loss
+from trainers.objective import StepStats, check_objective, count_trainable_tokens, token_loss
 from trainers.policy import policy_suppressed_ids
 from trainers.weights import freeze_vision_tower, iter_buckets
 
@@ -62,6 +62,7 @@ class TorchTrainerOptions(BaseModel):
     )
     logprob_chunk_size: int = Field(1024, ge=1, description="positions per language-model-head chunk")
     gradient_checkpointing: bool = Field(False, description="recompute decoder activations in backward (long contexts)")
+    warmup_steps: int = Field(0, ge=0, description="linear learning-rate warm-up over this many optimizer steps")
 
 
 def _resolve_device(name: str) -> torch.device:
@@ -77,9 +78,11 @@ class TorchTrainer(TrainerBackend):
     """GRPO/DAPO actor (+ frozen reference) on one device."""
 
     def __init__(self, options: TorchTrainerOptions, *, model: PolicyModel, algorithm: AlgorithmSection,
-                 seed: int = 0) -> None:
+                 seed: int = 0, objective: str = "grpo") -> None:
         from plugins.qwen_vl.renderer import QwenVLRenderer
 
+        check_objective(objective)
+        self.objective = objective
         if algorithm.entropy_coef != 0.0:
             raise ValueError(
                 f"algorithm.entropy_coef: {algorithm.entropy_coef} is not supported by the torch trainer, which "
@@ -114,12 +117,9 @@ class TorchTrainer(TrainerBackend):
             weight_decay=options.weight_decay,
         )
         self.reference: torch.nn.Module | None = None
-        if algorithm.kl_coef != 0.0:
+        if algorithm.kl_coef != 0.0 and objective == "grpo":
             # The reference is the initial policy; it is rebuilt (never checkpointed) on resume.
-            self.reference = copy.deepcopy(self.model)
-            if self.autocast_dtype is not None:
-                self.reference.to(self.autocast_dtype)
-            self.reference.eval().requires_grad_(False)
+            self._copy_reference()
         vocab_size = self.model.get_output_embeddings().weight.shape[0]
         self.suppress_ids = policy_suppressed_ids(self.renderer, vocab_size)
         self._suppressed_set = frozenset(self.suppress_ids)
@@ -131,6 +131,17 @@ class TorchTrainer(TrainerBackend):
                  reference=self.reference is not None, seconds=round(time.perf_counter() - started, 2))
 
     # -- helpers --------------------------------------------------------------
+
+    def _copy_reference(self) -> None:
+        self.reference = copy.deepcopy(self.model)
+        if self.autocast_dtype is not None:
+            self.reference.to(self.autocast_dtype)
+        self.reference.eval().requires_grad_(False)
+
+    def _learning_rate(self) -> float:
+        """The AdamW rate of the next step: linear warm-up over ``warmup_steps``, then constant."""
+        warmup = self.options.warmup_steps
+        return self.options.lr * min(1.0, (self.steps + 1) / warmup) if warmup else self.options.lr
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         if self.autocast_dtype is None:
@@ -186,6 +197,8 @@ class TorchTrainer(TrainerBackend):
         else:
             norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
         grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)  # DTensor under FSDP
+        for group in self.optimizer.param_groups:
+            group["lr"] = self._learning_rate()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self._sync()
@@ -233,8 +246,8 @@ class TorchTrainer(TrainerBackend):
         t3 = time.perf_counter()
         with self._autocast():
             logp = self._logprobs(self.model, inputs, mask)
-        loss = grpo_token_loss(logp, rollout, adv, mask, algorithm=self.algorithm, normalizer=float(total),
-                               ref_logprobs=ref, stats=stats)
+        loss = token_loss(self.objective, logp, rollout, adv, mask, algorithm=self.algorithm,
+                          normalizer=float(total), ref_logprobs=ref, stats=stats)
         loss.backward()
         self._sync()
         t4 = time.perf_counter()
@@ -244,6 +257,38 @@ class TorchTrainer(TrainerBackend):
         if ref is not None:
             times["reference"] += t3 - t2
         times["actor"] += t4 - t3
+
+    @torch.no_grad()
+    def eval_step(self, segments: Sequence[Segment]) -> dict[str, float]:
+        if not segments:
+            raise ValueError("eval_step needs at least one segment")
+        total = count_trainable_tokens(segments)
+        if total == 0:
+            return {"loss/tokens": 0.0}
+        batches = plan_micro_batches(segments, self.options.micro_batch_tokens,
+                                     max_items=self.options.max_micro_batch_items, max_padding=self.options.max_padding)
+        stats = StepStats()
+        self.model.eval()
+        try:
+            self._evaluate(segments, batches, total, stats)
+        finally:
+            self.model.train()
+        return self._reduce(stats).summary()
+
+    def _evaluate(self, segments: Sequence[Segment], batches: list[MicroBatch], total: int, stats: StepStats) -> None:
+        for batch in batches:
+            self._eval_micro_step([segments[i] for i in batch.indices], total, stats)
+
+    def _eval_micro_step(self, segs: list[Segment], total: float, stats: StepStats) -> None:
+        inputs, mask, rollout, adv = self._inputs(segs)
+        inputs = self._encode_images(inputs)
+        ref = None
+        with self._autocast():
+            if self.reference is not None:
+                ref = self._logprobs(self.reference, inputs, mask)
+            logp = self._logprobs(self.model, inputs, mask)
+        token_loss(self.objective, logp, rollout, adv, mask, algorithm=self.algorithm, normalizer=float(total),
+                   ref_logprobs=ref, stats=stats)
 
     def _encode_images(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """Run the frozen vision tower once per micro-batch and hand its features to reference and actor.
@@ -328,6 +373,24 @@ class TorchTrainer(TrainerBackend):
             torch.cuda.set_rng_state(rng["cuda"], self.device)
         self.steps = int(meta["steps"])
 
+    def load_weights(self, path: Path) -> None:
+        from safetensors.torch import load_model
+
+        weights = Path(path) / "model.safetensors"
+        if not weights.is_file():
+            raise CheckpointError(f"run.init_from: {Path(path)} holds no model.safetensors (a trainer checkpoint "
+                                  "directory, e.g. <run>/checkpoints/iter_000100/trainer)")
+        # the KL term regularizes toward the starting point: the reference gets the same weights
+        for module in (self.model, self.reference):
+            if module is None:
+                continue
+            missing, unexpected = load_model(module, str(weights), strict=False, device=str(self.device))
+            if missing or unexpected:
+                raise CheckpointError(f"run.init_from: {weights} does not match the configured model: missing "
+                                      f"{missing[:5]}, unexpected {unexpected[:5]}; use the model config it was "
+                                      "trained with")
+        log.info("trainer weights initialized", path=str(weights))
+
     def close(self) -> None:
         self.reference = None
         if self.device.type == "cuda":
@@ -335,9 +398,9 @@ class TorchTrainer(TrainerBackend):
 
 
 def create_torch_trainer(options: TorchTrainerOptions, *, model: PolicyModel, algorithm: AlgorithmSection,
-                         seed: int = 0, **_: Any) -> TorchTrainer:
-    """Factory of the ``torch`` trainer backend (context: model, algorithm, seed)."""
-    return TorchTrainer(options, model=model, algorithm=algorithm, seed=seed)
+                         seed: int = 0, objective: str = "grpo", **_: Any) -> TorchTrainer:
+    """Factory of the ``torch`` trainer backend (context: model, algorithm, seed, objective)."""
+    return TorchTrainer(options, model=model, algorithm=algorithm, seed=seed, objective=objective)
 
 
 __all__ = ["MicroBatch", "TorchTrainer", "TorchTrainerOptions", "create_torch_trainer"]

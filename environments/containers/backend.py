@@ -27,7 +27,7 @@ import time
 import uuid
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, Sequence, TypeVar
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -385,6 +385,9 @@ class ContainerBackend(EnvironmentBackend):
 
     def parse_response(self, text: str) -> list[Action]:
         return LocalDesktopBackend.parse_response(self, text)  # type: ignore[arg-type]
+
+    def format_response(self, demonstrated: Sequence[Action]) -> str:
+        return LocalDesktopBackend.format_response(self, demonstrated)  # type: ignore[arg-type]
 
     async def evaluate(self, env: Environment, task: Task, *, executor: JudgeExecutor | None, getters: Any,
                        metrics: Any, last_action: Action | None) -> Judgement:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import re
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Sequence
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -252,6 +252,9 @@ class ScienceBoardBackend(EnvironmentBackend):
         if self.options.action_format == "scienceboard":
             return parse_scienceboard(text, self._screen())
         return actions.parse_actions(text)
+
+    def format_response(self, demonstrated: Sequence[Action]) -> str:
+        return actions.format_response(demonstrated, self.options.action_format)
 
     async def evaluate(self, env: Environment, task: Task, *, executor: JudgeExecutor | None, getters: Any,
                        metrics: Any, last_action: Action | None) -> Judgement:

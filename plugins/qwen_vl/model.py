@@ -47,6 +47,7 @@ class TinyModelSettings(BaseModel):
     mrope_section: list[int] | None = Field(
         None, description="M-RoPE (temporal, height, width) split of head_dim/2; default per family"
     )
+    tie_word_embeddings: bool = Field(True, description="share the input embeddings with the LM head (as small Qwens)")
 
     @model_validator(mode="after")
     def _check_shapes(self) -> TinyModelSettings:
@@ -261,5 +262,5 @@ def build_tiny_config(settings: TinyModelSettings, tokenizer: Any) -> Any:
     else:  # qwen2_vl: embed_dim is the ViT width, hidden_size the merger's output (the LM width)
         vision.update(embed_dim=s.vision_hidden_size, hidden_size=s.hidden_size, mlp_ratio=2)
     return AutoConfig.for_model(
-        s.family, text_config=text, vision_config=vision, tie_word_embeddings=True, **token_ids
+        s.family, text_config=text, vision_config=vision, tie_word_embeddings=s.tie_word_embeddings, **token_ids
     )

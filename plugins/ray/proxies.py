@@ -55,6 +55,12 @@ class RayTrainer(TrainerBackend):
     def train_step(self, segments: Sequence[Segment]) -> dict[str, float]:
         return self._all("train_step", list(segments))[0]
 
+    def eval_step(self, segments: Sequence[Segment]) -> dict[str, float]:
+        return self._all("eval_step", list(segments))[0]
+
+    def load_weights(self, path: Path) -> None:
+        self._all("load_weights", str(path))
+
     def export_weights(self, bucket_bytes: int = 256 << 20) -> Iterator[list[tuple[str, Any]]]:
         return iter(self._all("export_weights", bucket_bytes)[0])
 
@@ -134,6 +140,9 @@ class RemoteProtocol:
     def parse_response(self, text: str) -> list[Action]:
         return _ray().get(self.worker.parse_response.remote(text))
 
+    def format_response(self, actions: Sequence[Action]) -> str:
+        return _ray().get(self.worker.format_response.remote(list(actions)))
+
     def convert_task(self, raw: Any) -> Task:
         return _ray().get(self.worker.convert_task.remote(raw))
 
@@ -208,6 +217,9 @@ class RayEnvironmentPool(EnvironmentBackend):
 
     def parse_response(self, text: str) -> list[Action]:
         return self.protocol.parse_response(text)
+
+    def format_response(self, actions: Sequence[Action]) -> str:
+        return self.protocol.format_response(actions)
 
     def convert_task(self, raw: Any) -> Task:
         return self.protocol.convert_task(raw)

@@ -58,6 +58,12 @@ class TrainerWorker:
     def train_step(self, segments: list[Any]) -> dict[str, float]:
         return self.trainer.train_step(segments)
 
+    def eval_step(self, segments: list[Any]) -> dict[str, float]:
+        return self.trainer.eval_step(segments)
+
+    def load_weights(self, path: str) -> None:
+        self.trainer.load_weights(Path(path))
+
     def export_weights(self, bucket_bytes: int) -> list[list[tuple[str, Any]]]:
         """Every rank iterates (gathers are collectives); rank 0 returns the buckets as CPU tensors."""
         buckets = []
@@ -150,6 +156,9 @@ class EnvironmentWorker:
 
     def parse_response(self, text: str) -> list[Action]:
         return self.backend.parse_response(text)
+
+    def format_response(self, actions: list[Action]) -> str:
+        return self.backend.format_response(actions)
 
     def convert_task(self, raw: Mapping[str, Any]) -> Task:
         return self.backend.convert_task(raw)

@@ -19,6 +19,8 @@ import pytest
 from core.checkpoint import list_complete
 from core.metrics import MetricsLog
 
+from .hold import hold_plugin, wait_for
+
 pytestmark = [pytest.mark.desktop, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,61 +104,12 @@ def test_run_completes_with_metrics_checkpoints_and_report(tmp_path):
     assert overall["pass_at"]["4"] is None and 0.0 <= overall["success"] <= 100.0
 
 
-HOLD_PLUGIN = """
-import os, time
-from pathlib import Path
-from core import hookimpl
-
-
-@hookimpl
-def scalecua_episode_end(iteration, trajectory, run_dir):
-    # the first episode of the iteration named in the environment: say so, then hold until SIGKILLed
-    if iteration == int(os.environ["SCALECUA_TEST_HOLD_ITERATION"]):
-        marker = Path(os.environ["SCALECUA_TEST_HOLD_MARKER"])
-        partial = marker.with_suffix(".partial")
-        partial.write_text(trajectory.trajectory_id)
-        partial.rename(marker)  # atomic: the test never reads a half-written marker
-        while True:
-            time.sleep(60)
-"""
-
-
-def hold_plugin(where: Path, iteration: int) -> dict[str, str]:
-    """A third-party observer plugin (a real ``*.dist-info`` on PYTHONPATH, found through the entry-point
-    group like any installed plugin) that blocks the run inside ``iteration`` once its first episode has
-    been judged. Returns the child's environment and leaves the marker path in ``where / 'held'``."""
-    where.mkdir()
-    (where / "scalecua_hold.py").write_text(HOLD_PLUGIN)
-    dist_info = where / "scalecua_hold-0.0.1.dist-info"
-    dist_info.mkdir()
-    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: scalecua-hold\nVersion: 0.0.1\n")
-    (dist_info / "entry_points.txt").write_text("[scalecua]\nhold = scalecua_hold\n")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(where), *filter(None, [env.get("PYTHONPATH")])])
-    env["SCALECUA_TEST_HOLD_ITERATION"] = str(iteration)
-    env["SCALECUA_TEST_HOLD_MARKER"] = str(where / "held")
-    return env
-
-
-def wait_for(condition, what: str, timeout_s: float = 400, child: subprocess.Popen | None = None):
-    """Poll ``condition`` (an event, not a duration) until it holds; the timeout only bounds a hang."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        if child is not None and child.poll() is not None:
-            pytest.fail(f"the run exited (code {child.returncode}) before {what}")
-        time.sleep(0.2)
-    pytest.fail(f"timed out waiting for {what}")
-
-
 def test_sigkill_mid_iteration_then_resume_loses_and_duplicates_nothing(tmp_path):
     """The kill lands inside iteration 2 by construction: an observer plugin holds the run right after the
     first episode of iteration 2 has been judged (iterations 0 and 1 are complete and checkpointed), and
     the test kills the run only once the plugin says it holds."""
     runs = tmp_path / "runs"
-    env = hold_plugin(tmp_path / "plugin", iteration=2)
+    env = hold_plugin(tmp_path / "plugin", hook="episode_end", iteration=2)
     args = ["core.run", "--config", str(QUICKSTART), *small(runs, **{"run.iterations": 4})]
     child = subprocess.Popen([sys.executable, "-m", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True, env=env)

@@ -54,10 +54,11 @@ def main() -> None:
         return
     options = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
     checkpoint = options.pop("checkpoint", False)
+    objective = options.pop("objective", "grpo")
     torch.manual_seed(0)
     model = batch.policy_model()
     trainer = FSDPTrainer(FSDPTrainerOptions(device="cpu", lr=1e-3, **options), model=model,
-                          algorithm=AlgorithmSection(kl_coef=0.01))
+                          algorithm=AlgorithmSection(kl_coef=0.01), objective=objective)
     segments = batch.segments(model.renderer())
     metrics = [trainer.train_step(segments), trainer.train_step(segments)]
     weights = {name: t.clone() for bucket in trainer.export_weights(1 << 16) for name, t in bucket}

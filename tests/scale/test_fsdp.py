@@ -101,6 +101,27 @@ def test_rank_zero_drives_and_the_other_rank_follows(tmp_path, single_process) -
         torch.testing.assert_close(weights[name], tensor, rtol=1e-4, atol=1e-6, msg=name)
 
 
+@pytest.mark.slow
+def test_the_warm_start_objective_shards_the_same_way(tmp_path) -> None:
+    """Cross-entropy (the warm start's objective) on two gloo ranks: the single-process steps and weights."""
+    torch.manual_seed(0)
+    model = batch.policy_model()
+    trainer = TorchTrainer(TorchTrainerOptions(device="cpu", lr=1e-3, **OPTIONS), model=model,
+                           algorithm=AlgorithmSection(kl_coef=0.01), objective="cross_entropy")
+    segments = batch.segments(model.renderer())
+    expected = [trainer.train_step(segments), trainer.train_step(segments)]
+    expected_weights = {name: t.clone() for bucket in trainer.export_weights() for name, t in bucket}
+    _torchrun(tmp_path, {**OPTIONS, "objective": "cross_entropy"})
+    got = json.loads((tmp_path / "metrics.json").read_text())
+    assert expected[1]["loss/nll"] < expected[0]["loss/nll"]
+    for step in range(2):
+        for key in ("loss/nll", "loss/tokens", "actor/grad_norm"):
+            assert got[step][key] == pytest.approx(expected[step][key], rel=1e-4, abs=1e-6), (step, key)
+    weights = load_file(str(tmp_path / "weights.safetensors"))
+    for name, tensor in expected_weights.items():
+        torch.testing.assert_close(weights[name], tensor, rtol=1e-4, atol=1e-6, msg=name)
+
+
 def test_registered_as_torch_fsdp(plugins) -> None:
     component = plugins.registry("trainer").get("torch-fsdp")
     options = component.parse_options({"micro_batch_tokens": 2048, "reshard_after_forward": False})

@@ -66,6 +66,15 @@ def test_group_advantages_hand_computed() -> None:
     assert group_advantages([1.0]) == [0.0]
 
 
+def test_negative_advantage_scale_weights_only_the_below_average_rollouts() -> None:
+    assert group_advantages([1.0, 0.0, 0.0, 0.0], eps=0.0, negative_scale=0.2) == pytest.approx(
+        [1.5, -0.1, -0.1, -0.1])
+    assert group_advantages([1.0, 1.0, 0.0], normalize_std=False, negative_scale=0.0) == pytest.approx(
+        [1 / 3, 1 / 3, 0.0])
+    with pytest.raises(ValueError, match="negative_advantage_scale"):
+        AlgorithmSection(negative_advantage_scale=1.5)
+
+
 def test_assign_advantages_shares_one_value_across_a_rollouts_segments() -> None:
     trajs = [
         _traj("t1/0", "t1", 1.0),

@@ -37,7 +37,7 @@ from core.errors import CheckpointError, ScaleCUAError
 from core.interfaces import PolicyModel, TrainerBackend
 from core.types import Segment
 from trainers.batching import micro_batch_tensors, plan_micro_batches
-from trainers.objective import StepStats, count_trainable_tokens, grpo_token_loss
+from trainers.objective import StepStats, check_objective, count_trainable_tokens, token_loss
 from trainers.weights import iter_buckets
 
 log = structlog.get_logger(__name__)
@@ -80,8 +80,11 @@ def import_megatron() -> tuple[Any, Any]:
 
 class MegatronTrainer(TrainerBackend):
     def __init__(self, options: MegatronTrainerOptions, *, model: PolicyModel, algorithm: AlgorithmSection,
-                 seed: int = 0) -> None:
+                 seed: int = 0, objective: str = "grpo") -> None:
         import torch
+
+        check_objective(objective)
+        self.objective = objective
 
         if algorithm.entropy_coef != 0.0:
             raise ValueError("algorithm.entropy_coef must be 0 with the megatron trainer (sampled-token logprobs only)")
@@ -119,7 +122,7 @@ class MegatronTrainer(TrainerBackend):
         self.model = provider.provide_distributed_model(ddp_config=ddp, wrap_with_ddp=True,
                                                         bf16=options.dtype == "bfloat16")
         self.reference = None
-        if algorithm.kl_coef != 0.0:
+        if algorithm.kl_coef != 0.0 and objective == "grpo":
             self.reference = provider.provide_distributed_model(wrap_with_ddp=False, bf16=options.dtype == "bfloat16")
             for chunk in self.reference:
                 chunk.eval().requires_grad_(False)
@@ -206,8 +209,8 @@ class MegatronTrainer(TrainerBackend):
             if idle:  # same collectives as the other ranks, no gradient
                 loss = logp.sum() * 0.0
             else:
-                loss = grpo_token_loss(logp, rollout, adv, mask, algorithm=self.algorithm, normalizer=float(total),
-                                       ref_logprobs=ref, stats=stats)
+                loss = token_loss(self.objective, logp, rollout, adv, mask, algorithm=self.algorithm,
+                                  normalizer=float(total), ref_logprobs=ref, stats=stats)
                 tokens_processed += int(inputs["attention_mask"].sum())
             loss.backward()
         finalize_model_grads(self.model)
@@ -215,15 +218,16 @@ class MegatronTrainer(TrainerBackend):
         torch.cuda.synchronize()
         self.steps += 1
         sums = torch.tensor([stats.tokens, stats.pg_loss, stats.kl, stats.approx_kl, stats.ratio, stats.clipped_high,
-                             stats.clipped_low, stats.dual_clipped, float(tokens_processed)], dtype=torch.float64,
-                            device=self.device)
+                             stats.clipped_low, stats.dual_clipped, float(tokens_processed), stats.nll],
+                            dtype=torch.float64, device=self.device)
         if self.dp_size > 1:
             from megatron.core import parallel_state
 
             dist.all_reduce(sums, group=parallel_state.get_data_parallel_group())
         s = sums.tolist()
         merged = StepStats(tokens=s[0], pg_loss=s[1], kl=s[2], approx_kl=s[3], ratio=s[4], clipped_high=s[5],
-                           clipped_low=s[6], dual_clipped=s[7], ratio_max=stats.ratio_max, ratio_min=stats.ratio_min)
+                           clipped_low=s[6], dual_clipped=s[7], ratio_max=stats.ratio_max, ratio_min=stats.ratio_min,
+                           nll=s[9])
         metrics = merged.summary()
         metrics.update({
             "actor/grad_norm": float(grad_norm) if grad_norm is not None else float("nan"),
@@ -235,6 +239,41 @@ class MegatronTrainer(TrainerBackend):
             "time/step": time.perf_counter() - started,
         })
         return metrics
+
+    def eval_step(self, segments: Sequence[Segment]) -> dict[str, float]:
+        """Forward passes only (every data-parallel rank runs the same number), metrics summed over ranks."""
+        import torch
+        import torch.distributed as dist
+
+        total = count_trainable_tokens(segments)
+        if total == 0:
+            return {"loss/tokens": 0.0}
+        batches = plan_micro_batches(segments, self.options.micro_batch_tokens,
+                                     max_items=self.options.max_micro_batch_items)
+        mine = batches[self.dp_rank::self.dp_size]
+        stats = StepStats()
+        for chunk in self.model:
+            chunk.eval()
+        with torch.no_grad():
+            for i in range(-(-len(batches) // self.dp_size)):
+                idle = i >= len(mine)
+                inputs, mask, rollout, adv = self._inputs([segments[0]] if idle else
+                                                          [segments[j] for j in mine[i].indices])
+                ref = self._logprobs(self.reference[0], inputs, mask) if self.reference is not None else None
+                logp = self._logprobs(self.model[0], inputs, mask)
+                if not idle:
+                    token_loss(self.objective, logp, rollout, adv, mask, algorithm=self.algorithm,
+                               normalizer=float(total), ref_logprobs=ref, stats=stats)
+        for chunk in self.model:
+            chunk.train()
+        sums = torch.tensor([stats.tokens, stats.pg_loss, stats.kl, stats.nll], dtype=torch.float64,
+                            device=self.device)
+        if self.dp_size > 1:
+            from megatron.core import parallel_state
+
+            dist.all_reduce(sums, group=parallel_state.get_data_parallel_group())
+        tokens, pg, kl, nll = sums.tolist()
+        return StepStats(tokens=tokens, pg_loss=pg, kl=kl, nll=nll).summary()
 
     def export_weights(self, bucket_bytes: int = 256 << 20) -> Iterator[list[tuple[str, Any]]]:
         from trainers.megatron.names import language_model_weights
@@ -281,8 +320,30 @@ class MegatronTrainer(TrainerBackend):
         self.steps = int(meta["steps"])
 
 
+    def load_weights(self, path: Path) -> None:
+        """The model state of a checkpoint this backend saved (same parallel layout); optimizer stays fresh."""
+        import torch
+        import torch.distributed as dist
+
+        rank_file = Path(path) / f"megatron-rank{dist.get_rank():05d}.pt"
+        if not rank_file.is_file():
+            raise CheckpointError(
+                f"run.init_from: {Path(path)} has no {rank_file.name}: the megatron trainer starts from checkpoints "
+                "it wrote itself (warm-start with trainer megatron too), or from a Hugging Face directory given as "
+                "model.options.path")
+        state = torch.load(rank_file, map_location=self.device, weights_only=False)
+        for chunk, chunk_state in zip(self.model, state["model"]):
+            chunk.load_state_dict(chunk_state)
+        if self.reference is not None:  # not wrapped in DDP: the same names without DDP's "module." prefix
+            for chunk, chunk_state in zip(self.reference, state["model"]):
+                bare = {k.removeprefix("module."): v for k, v in chunk_state.items()}
+                missing = chunk.load_state_dict(bare, strict=False).missing_keys
+                if missing:
+                    raise CheckpointError(f"run.init_from: {rank_file} lacks reference weights {missing[:5]}")
+
+
 def create_megatron_trainer(options: MegatronTrainerOptions, *, model: PolicyModel, algorithm: AlgorithmSection,
-                            seed: int = 0, **_: Any) -> MegatronTrainer:
-    """Factory of the ``megatron`` trainer backend (context: model, algorithm, seed)."""
+                            seed: int = 0, objective: str = "grpo", **_: Any) -> MegatronTrainer:
+    """Factory of the ``megatron`` trainer backend (context: model, algorithm, seed, objective)."""
     os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")  # Megatron's TP overlap expects it
-    return MegatronTrainer(options, model=model, algorithm=algorithm, seed=seed)
+    return MegatronTrainer(options, model=model, algorithm=algorithm, seed=seed, objective=objective)

@@ -1,0 +1,126 @@
+"""The recipe's report: ``report/summary.json``, ``report/curves.png`` and the before/after table.
+
+``summary.json`` holds the warm start's held-out loss, warm-start and post-RL
+success on the evaluation pool (mean and std over passes), the RL stage's
+success and informative-group share per iteration, the wall time of every
+stage and the machine it ran on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any, Mapping
+
+from core.metrics import MetricsLog
+
+
+def machine() -> dict[str, Any]:
+    info: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version(),
+                            "cpus": os.cpu_count()}
+    try:
+        import torch
+
+        info["torch"] = torch.__version__
+        info["cuda"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    except ImportError:
+        pass
+    try:
+        info["memory_gib"] = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError):
+        pass
+    return info
+
+
+def overall(result: Mapping[str, Any] | None) -> dict[str, float] | None:
+    if not result:
+        return None
+    row = result["domains"]["Overall"]
+    return {"success": round(row["success"] / 100.0, 4), "std": round(row["std"] / 100.0, 4),
+            "tasks": row["tasks"], "passes": result["passes"]}
+
+
+def before_after_table(results: Mapping[str, Any]) -> str:
+    """Per-domain success (%) +- std over passes, warm start vs after RL, same tasks and seeds."""
+    before, after = results.get("before"), results.get("after")
+    domains = [d for d in (before or after or {"domains": {}})["domains"] if d != "Overall"] + ["Overall"]
+    passes = (before or after or {}).get("passes")
+    lines = [f"Success rate (%), {passes} passes per task, same tasks and seeds", "",
+             "| domain | tasks | warm start | after RL | change |", "|---|---|---|---|---|"]
+    for domain in domains:
+        b = before["domains"].get(domain) if before else None
+        a = after["domains"].get(domain) if after else None
+        cell = lambda r: f"{r['success']:.1f} ± {r['std']:.1f}" if r else "-"  # noqa: E731
+        change = f"{a['success'] - b['success']:+.1f}" if a and b else "-"
+        tasks = (b or a or {}).get("tasks", "-")
+        lines.append(f"| {domain} | {tasks} | {cell(b)} | {cell(a)} | {change} |")
+    return "\n".join(lines)
+
+
+def plot_recipe_curves(records: list[dict[str, Any]], evals: Mapping[str, Any], path: Path) -> None:
+    """Success against policy updates: training batches (rolled out before update i), the periodic
+    evaluations (``run.eval_every``, after update i+1) and the recipe's before/after evaluation."""
+    from core.report import _plt
+
+    plt = _plt()
+    its = [r["iteration"] for r in records]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    axes[0].plot(its, [r.get("success/rate", float("nan")) for r in records], marker="o", ms=3, alpha=0.6,
+                 label="training batches (tasks picked by the sampler)")
+    points = [(r["iteration"] + 1, r["eval/success"]) for r in records if "eval/success" in r]
+    before, after = overall(evals.get("before")), overall(evals.get("after"))
+    if points:
+        line = ([(0, before["success"])] if before else []) + points
+        axes[0].plot([p[0] for p in line], [p[1] for p in line], marker="s", color="tab:red",
+                     label="whole pool, fixed seeds (run.eval_every)")
+    for row, x, colour, name in ((before, 0, "tab:gray", "warm start"), (after, len(its), "tab:purple", "after RL")):
+        if row:
+            axes[0].errorbar([x], [row["success"]], yerr=[row["std"]], fmt="D", color=colour, capsize=4,
+                             label=f"{name}: evaluation, {row['passes']} passes (± std over passes)")
+    axes[0].set_ylim(-0.05, 1.05)
+    axes[0].set_xlabel("RL policy updates")
+    axes[0].set_title("success rate")
+    axes[0].legend(fontsize=7)
+    axes[1].plot(its, [r.get("groups/informative_share", float("nan")) for r in records], marker="o", ms=3,
+                 color="tab:green")
+    axes[1].set_ylim(-0.05, 1.05)
+    axes[1].set_xlabel("RL iteration")
+    axes[1].set_title("share of groups with non-zero advantage")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_recipe_report(root: Path, state: Mapping[str, Any]) -> dict[str, Any]:
+    stages = state.get("stages", {})
+    out = root / "report"
+    out.mkdir(exist_ok=True)
+    summary: dict[str, Any] = {"root": str(root), "machine": machine(),
+                               "stage_seconds": {k: v.get("seconds") for k, v in stages.items()}}
+    warm = stages.get("warm_start", {}).get("outputs") or {}
+    if warm.get("summary") and Path(warm["summary"]).is_file():
+        ws = json.loads(Path(warm["summary"]).read_text(encoding="utf-8"))
+        summary["warm_start"] = {k: ws[k] for k in ("steps", "demonstrations", "train_loss", "held_out_loss")}
+    evals: dict[str, Any] = {}
+    ev = stages.get("evaluate", {}).get("outputs") or {}
+    if ev.get("before_after") and Path(ev["before_after"]).is_file():
+        evals = json.loads(Path(ev["before_after"]).read_text(encoding="utf-8"))
+        summary["warm_start_success"] = overall(evals.get("before"))
+        summary["post_rl_success"] = overall(evals.get("after"))
+        if summary["warm_start_success"] and summary["post_rl_success"]:
+            summary["rl_gain"] = round(summary["post_rl_success"]["success"]
+                                       - summary["warm_start_success"]["success"], 4)
+    records = MetricsLog(root / "rl").read() if (root / "rl").is_dir() else []
+    if records:
+        summary["rl"] = {
+            "iterations": len(records),
+            "success_per_iteration": [round(r.get("success/rate", 0.0), 4) for r in records],
+            "informative_share_per_iteration": [round(r.get("groups/informative_share", 0.0), 4) for r in records],
+            "eval_success": {r["iteration"]: r["eval/success"] for r in records if "eval/success" in r},
+        }
+        plot_recipe_curves(records, evals, out / "curves.png")
+        summary["curves"] = str(out / "curves.png")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary

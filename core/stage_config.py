@@ -1,0 +1,90 @@
+"""Config sections of the paper's three-stage recipe (section 3.1): warm start, refinement, RL, evaluation.
+
+``warm_start`` is read by ``python -m core.sft`` (stage 1 alone) and by the recipe; ``recipe`` only by
+``python -m core.pipeline``. ``python -m core.run`` (the RL stage alone) validates both and ignores them.
+Every stage runs the one config of the file with its own ``overrides`` on top (``{dotted.key: value}``,
+e.g. ``{trainer.options.lr: 1e-3}``), so a stage differs from the others only where it says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+STAGES = ("warm_start", "refine", "rl", "evaluate")
+Stage = Literal["warm_start", "refine", "rl", "evaluate"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class OracleSource(_Strict):
+    """Record the pool's bundled oracles (``metadata.oracle``) on live desktops before training."""
+
+    repeats: int = Field(1, ge=1, description="recorded runs of each oracle")
+    include: list[str] | None = Field(None, description="task ids to record (default: every task with an oracle)")
+
+
+class DemonstrationSources(_Strict):
+    """Where the warm start's demonstrations come from (all are trajectory records, core/demonstrations.py)."""
+
+    paths: list[str] = Field(default_factory=list,
+                             description="JSONL files, run directories (their rollouts) or directories of JSONL")
+    oracle: OracleSource | None = Field(None, description="record the bundled oracles first")
+    success_only: bool = Field(True, description="keep judged successes only (rejection sampling)")
+    min_reward: float | None = Field(None, description="keep records with at least this reward")
+    max_per_task: int | None = Field(None, ge=1, description="at most this many demonstrations of each task")
+
+
+class WarmStartSection(_Strict):
+    """Stage 1: supervised fine-tuning on demonstrations (the cross-entropy objective of the same trainer)."""
+
+    demonstrations: DemonstrationSources = Field(default_factory=DemonstrationSources)
+    epochs: int = Field(3, ge=1)
+    batch_size: int = Field(8, ge=1, description="demonstrations per optimizer step")
+    held_out: float = Field(0.1, ge=0, lt=1, description="share of demonstrations held out for the validation loss")
+    checkpoint_every: int = Field(50, ge=1, description="optimizer steps between checkpoints (also at each epoch end)")
+    overrides: dict[str, Any] = Field(default_factory=dict, description="config overrides for this stage")
+
+
+class RefineStage(_Strict):
+    """Stage 2: roll the warm-started model out on a subset and synthesize a refined pool from the rollouts."""
+
+    tasks: list[str] | None = Field(None, description="task ids to roll out (default: the whole pool)")
+    max_tasks: int | None = Field(None, ge=1, description="a seeded random subset of this many tasks")
+    rollouts: int = Field(4, ge=1, description="rollouts per task (their pass rates seed the RL sampler)")
+    synthesis_budget: int | None = Field(None, ge=1, description="candidates for trajectory-guided synthesis")
+    overrides: dict[str, Any] = Field(default_factory=dict)
+
+
+class StageOverrides(_Strict):
+    overrides: dict[str, Any] = Field(default_factory=dict)
+
+
+class EvaluateStage(_Strict):
+    """Stage 4: the same tasks and seeds evaluated from the warm start and from the final RL checkpoint."""
+
+    passes: int = Field(4, ge=1, description="rollouts per task and checkpoint")
+    overrides: dict[str, Any] = Field(default_factory=dict)
+
+
+class RecipeSection(_Strict):
+    """``python -m core.pipeline``: named stages in order; each stage's outputs are the next's inputs."""
+
+    name: str | None = Field(None, description="run directory prefix (default: run.name)")
+    stages: list[Stage] = Field(default_factory=lambda: list(STAGES))
+    refine: RefineStage = Field(default_factory=RefineStage)
+    rl: StageOverrides = Field(default_factory=StageOverrides)
+    evaluate: EvaluateStage = Field(default_factory=EvaluateStage)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RecipeSection:
+        if not self.stages:
+            raise ValueError(f"recipe.stages is empty; list some of {', '.join(STAGES)} in that order")
+        positions = [STAGES.index(s) for s in self.stages]
+        if positions != sorted(set(positions)):
+            raise ValueError(f"recipe.stages {self.stages} must be a subsequence of {list(STAGES)} (each once, in "
+                             "that order): a stage reads what the stages before it wrote")
+        return self

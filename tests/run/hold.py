@@ -1,0 +1,76 @@
+"""A third-party observer plugin that holds a run at a known point until the test kills it.
+
+It is a real ``*.dist-info`` on PYTHONPATH, found through the ``scalecua`` entry-point group like any
+installed plugin. ``hook`` is ``episode_end`` (hold after the first judged episode of ``iteration``) or
+``checkpoint_saved`` (hold right after checkpoint ``iteration`` was written). The plugin writes the
+marker file atomically, then blocks, so a kill lands at that point by construction, not by timing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+PLUGIN = """
+import os, time
+from pathlib import Path
+from core import hookimpl
+
+HOOK = os.environ["SCALECUA_TEST_HOLD_HOOK"]
+AT = int(os.environ["SCALECUA_TEST_HOLD_ITERATION"])
+MARKER = Path(os.environ["SCALECUA_TEST_HOLD_MARKER"])
+
+
+def _hold(what):
+    partial = MARKER.with_suffix(".partial")
+    partial.write_text(what)
+    partial.rename(MARKER)  # atomic: the test never reads a half-written marker
+    while True:
+        time.sleep(60)
+
+
+@hookimpl
+def scalecua_episode_end(iteration, trajectory, run_dir):
+    if HOOK == "episode_end" and iteration == AT:
+        _hold(trajectory.trajectory_id)
+
+
+@hookimpl
+def scalecua_checkpoint_saved(iteration, path):
+    if HOOK == "checkpoint_saved" and iteration == AT:
+        _hold(str(path))
+"""
+
+
+def hold_plugin(where: Path, *, hook: str, iteration: int) -> dict[str, str]:
+    """The environment of a child process that loads the plugin; the marker is ``where / 'held'``."""
+    where.mkdir(parents=True)
+    (where / "scalecua_hold.py").write_text(PLUGIN)
+    dist_info = where / "scalecua_hold-0.0.1.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: scalecua-hold\nVersion: 0.0.1\n")
+    (dist_info / "entry_points.txt").write_text("[scalecua]\nhold = scalecua_hold\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(where), *filter(None, [env.get("PYTHONPATH")])])
+    env.update(SCALECUA_TEST_HOLD_HOOK=hook, SCALECUA_TEST_HOLD_ITERATION=str(iteration),
+               SCALECUA_TEST_HOLD_MARKER=str(where / "held"))
+    return env
+
+
+def wait_for(condition: Callable[[], object], what: str, timeout_s: float = 600,
+             child: subprocess.Popen | None = None) -> object:
+    """Poll ``condition`` (an event, not a duration) until it holds; the timeout only bounds a hang."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        if child is not None and child.poll() is not None:
+            pytest.fail(f"the run exited (code {child.returncode}) before {what}")
+        time.sleep(0.2)
+    pytest.fail(f"timed out waiting for {what}")

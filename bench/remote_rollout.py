@@ -1,4 +1,4 @@
-"""Benchmark of remote rollouts: the ``openai-compatible`` engine through ``core.serve`` vs the in-process ``hf`` engine.
+"""Benchmark of remote rollouts: the ``openai-compatible`` engine through ``plugins.serving`` vs the in-process ``hf`` engine.
 
 ``python bench/remote_rollout.py [--quick]`` prints one JSON object on stdout (logs go to stderr):
 
@@ -32,7 +32,7 @@ import torch
 from core import logs
 from core.interfaces import GenerationRequest, Message
 from core.pluginmanager import load_plugins
-from core.serve import EngineServer
+from plugins.serving.server import EngineServer
 from core.types import Screenshot
 
 
@@ -164,7 +164,7 @@ def main() -> int:
         "bench": "remote_rollout",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
                     "platform": platform.platform(), "torch_threads": torch.get_num_threads()},
-        "settings": {"quick": args.quick, "model": tiny, "server": "core.serve (ThreadingHTTPServer, hf engine)",
+        "settings": {"quick": args.quick, "model": tiny, "server": "plugins.serving (ThreadingHTTPServer, hf engine)",
                      "transport": "HTTP/1.1 JSON on loopback; weights over Gloo"},
         "generation": generation,
         "weight_sync": weight_sync,

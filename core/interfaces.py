@@ -97,6 +97,14 @@ class PolicyModel(abc.ABC):
         """Parameter-name prefixes of the vision tower (frozen during RL)."""
         return ("model.visual.", "visual.")
 
+    def model_directory(self, *, dtype: str = "float32") -> Path:
+        """A Hugging Face directory (config, weights, tokenizer, processor) of this model, for engines and
+        trainers that load from disk (vLLM, Megatron-Bridge): the model's own, or a freshly written one."""
+        from core.errors import ScaleCUAError
+
+        raise ScaleCUAError(f"model family {type(self).__name__} cannot provide a model directory; give it a local "
+                            "path (model.options.path) or implement PolicyModel.model_directory")
+
     def describe(self) -> dict[str, Any]:
         return {}
 

@@ -205,6 +205,14 @@ class QwenVLModel(PolicyModel):
         info["image_processor"] = vars(self.image_processor.settings)
         return info
 
+    def model_directory(self, *, dtype: str = "float32") -> Path:
+        """The configured directory, or (tiny models) this model written to a fresh temporary one."""
+        if self.path is not None:
+            return self.path
+        import tempfile
+
+        return self.save_pretrained_dir(tempfile.mkdtemp(prefix="scalecua-model-"), dtype=dtype)
+
     def save_pretrained_dir(self, directory: str | Path, *, dtype: str = "float32") -> Path:
         """Write config, weights, tokenizer (with chat template) and image processor config to ``directory``."""
         out = Path(directory)

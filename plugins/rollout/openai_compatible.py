@@ -1,4 +1,4 @@
-"""Rollout engine ``openai-compatible``: generation on a remote OpenAI-compatible server (``vllm serve``, ``core.serve``).
+"""Rollout engine ``openai-compatible``: generation on a remote OpenAI-compatible server (``vllm serve``, ``plugins.serving``).
 
 The policy generates from the segmenter's token stream, so the prompt must
 reach the model exactly as the segmenter holds it; re-tokenizing rendered
@@ -41,7 +41,7 @@ Weight updates use vLLM's weight-transfer HTTP protocol
     VLLM_SERVER_DEV_MODE=1 vllm serve MODEL --logprobs-mode processed_logprobs \
         --weight-transfer-config '{"backend": "nccl"}' --enable-scale-out [--trust-request-chat-template]
 
-``python -m core.serve`` serves the in-process engine over the same protocol.
+``python -m plugins.serving`` serves the in-process engine over the same protocol.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.interfaces import Generation, GenerationRequest, PolicyModel, RolloutEngine
-from core.serve_protocol import pad_runs, vocab_size
+from plugins.serving.protocol import pad_runs, vocab_size
 from core.types import Screenshot
 from plugins.rollout.openai_wire import (
     PromptMismatchError,

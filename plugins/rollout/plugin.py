@@ -15,7 +15,7 @@ def scalecua_register_rollout_engines(registry):  # type: ignore[no-untyped-def]
         "openai-compatible",
         "plugins.rollout.openai_compatible:create_openai_compatible_engine",
         options="plugins.rollout.openai_compatible:OpenAICompatibleOptions",
-        description="remote generation on vllm serve / core.serve (token ids, logprobs, vLLM weight transfer)",
+        description="remote generation on vllm serve / plugins.serving (token ids, logprobs, vLLM weight transfer)",
     )
     registry.register(
         "vllm",

@@ -11,8 +11,8 @@ One :meth:`RemoteWeightSync.update` call is one update session::
 The first update also rendezvous: ``GET /get_world_size``, then
 ``POST /init_weight_transfer_engine`` while the trainer opens its side of the
 group as rank 0 (its TCP store listens on the trainer for the server's workers).
-The data plane is ``gloo`` (:mod:`core.weight_transfer`, CPU tensors; what
-``core.serve`` speaks; vLLM ships no Gloo backend) or ``nccl`` (vLLM's own NCCL
+The data plane is ``gloo`` (:mod:`plugins.serving.weight_transfer`, CPU tensors; what
+``plugins.serving`` speaks; vLLM ships no Gloo backend) or ``nccl`` (vLLM's own NCCL
 trainer helpers: ``vllm`` and a GPU on the trainer, and a server started as
 ``VLLM_SERVER_DEV_MODE=1 vllm serve ... --weight-transfer-config '{"backend": "nccl"}'``,
 since vLLM mounts these routes only in dev mode). The ``nccl`` path is not
@@ -33,7 +33,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import ScaleCUAError
-from core.weight_transfer import GlooChannel, InitInfo, UpdateInfo, bucket_tensors, send_tensors
+from plugins.serving.weight_transfer import GlooChannel, InitInfo, UpdateInfo, bucket_tensors, send_tensors
 
 log = structlog.get_logger(__name__)
 
@@ -48,7 +48,7 @@ class WeightTransferOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     backend: Literal["gloo", "nccl"] = Field(
-        "gloo", description="data plane: gloo (CPU; core.serve) or nccl (vLLM on GPUs; needs vllm on the trainer)"
+        "gloo", description="data plane: gloo (CPU; plugins.serving) or nccl (vLLM on GPUs; needs vllm on the trainer)"
     )
     master_address: str | None = Field(
         None, description="address at which the server reaches the trainer (default: the local address that "

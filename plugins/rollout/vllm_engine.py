@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import tempfile
 import threading
 import uuid
 from concurrent.futures import Future
@@ -42,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import ScaleCUAError
 from core.interfaces import Generation, GenerationRequest, PolicyModel, RolloutEngine
-from core.serve_protocol import pad_runs
+from plugins.serving.protocol import pad_runs
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -137,17 +136,6 @@ def to_generation(output: Any, renderer: Any, stop_ids: Sequence[int]) -> Genera
     return Generation(ids=ids, logprobs=logprobs, text=renderer.decode(text_ids), finish_reason=finish)
 
 
-def model_directory(model: PolicyModel, dtype: str) -> Path:
-    """vLLM loads from a directory: the model's own, or (tiny models) a freshly written one."""
-    path = getattr(model, "path", None)
-    if path is not None:
-        return Path(path)
-    save = getattr(model, "save_pretrained_dir", None)
-    if save is None:
-        raise ScaleCUAError("rollout 'vllm' needs a model directory: give model.options.path")
-    return Path(save(tempfile.mkdtemp(prefix="scalecua-vllm-model-"), dtype="float32" if dtype == "auto" else dtype))
-
-
 # -- the engine -----------------------------------------------------------------------------------------
 
 
@@ -165,7 +153,7 @@ class VLLMRolloutEngine(RolloutEngine):
         if options.weight_transfer == "ipc":
             # IPC handles reach the engine core process pickled; vLLM refuses pickles unless this is set
             os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
-        self.model_dir = model_directory(model, options.dtype)
+        self.model_dir = model.model_directory(dtype="float32" if options.dtype == "auto" else options.dtype)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="vllm-engine-loop", daemon=True)
         self._thread.start()

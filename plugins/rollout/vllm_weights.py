@@ -8,7 +8,7 @@
 * ``nccl`` — disaggregated: this process is rank 0 of a group with the engine's
   workers and broadcasts each bucket from its own GPU (vLLM's NCCL trainer
   helpers, shared with :mod:`plugins.rollout.remote_weights`); the metadata is
-  :class:`core.weight_transfer.UpdateInfo`, the same as the HTTP protocol's.
+  :class:`plugins.serving.weight_transfer.UpdateInfo`, the same as the HTTP protocol's.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from core.weight_transfer import InitInfo, UpdateInfo, dtype_name
+from plugins.serving.weight_transfer import InitInfo, UpdateInfo, dtype_name
 
 
 @dataclass

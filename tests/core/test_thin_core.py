@@ -46,3 +46,33 @@ def test_importing_every_core_module_loads_no_plugin():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "", f"importing core loaded plugin modules: {out}"
+
+
+def imported_modules(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_no_core_module_is_a_server():
+    """The inference server and its wire protocol live in plugins/serving (issue 19), not in the core."""
+    servers = {str(p.relative_to(CORE_DIR.parent)) for p in CORE_DIR.rglob("*.py")
+               if {"http.server", "socketserver"} & imported_modules(p)}
+    assert not servers, f"core modules that run servers: {sorted(servers)}; they belong in plugins/serving"
+
+
+def test_trainers_and_the_server_never_import_a_rollout_engine():
+    """Trainers reach a model through core's PolicyModel contract (e.g. model_directory), never through a
+    rollout engine's module; the server depends on core only, the rollout engines on it."""
+    root = CORE_DIR.parent
+    offenders = {}
+    for package in ("trainers", "plugins/serving"):
+        for path in sorted((root / package).rglob("*.py")):
+            bad = sorted(m for m in imported_modules(path) if m.startswith("plugins.rollout"))
+            if bad:
+                offenders[str(path.relative_to(root))] = bad
+    assert not offenders, f"imports of rollout-engine modules: {offenders}"

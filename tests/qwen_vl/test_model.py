@@ -89,6 +89,27 @@ def test_saved_directory_loads_the_same_model(tmp_path):
     assert torch.equal(la, lb)
 
 
+def test_model_directory_is_the_configured_one_or_a_fresh_copy(tmp_path):
+    """PolicyModel.model_directory (what vLLM and Megatron-Bridge load from): a tiny model writes itself out."""
+    from core.errors import ScaleCUAError
+    from core.interfaces import PolicyModel
+
+    tiny = tiny_model(seed=3)
+    written = tiny.model_directory()
+    assert (written / "config.json").is_file() and (written / "model.safetensors").is_file()
+    assert QwenVLModel(QwenVLOptions(path=str(written))).model_directory() == written
+
+    class Opaque(PolicyModel):
+        def renderer(self):
+            raise NotImplementedError
+
+        def load(self, *, dtype="float32", device="cpu"):
+            raise NotImplementedError
+
+    with pytest.raises(ScaleCUAError, match="implement PolicyModel.model_directory"):
+        Opaque().model_directory()
+
+
 def test_directory_without_weights_builds_seeded_random_weights(tmp_path):
     tiny = tiny_model(seed=5)
     out = tiny.save_pretrained_dir(tmp_path)

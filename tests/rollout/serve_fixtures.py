@@ -1,7 +1,7 @@
-"""Shared by the ``core.serve`` and ``openai-compatible`` tests: a tiny Qwen3-VL policy and real servers on loopback.
+"""Shared by the ``plugins.serving`` and ``openai-compatible`` tests: a tiny Qwen3-VL policy and real servers on loopback.
 
 The tiny model's tokenizer is trained in-process once per test process
-(:func:`tiny_policy`); every server is a real :class:`core.serve.EngineServer`
+(:func:`tiny_policy`); every server is a real :class:`plugins.serving.server.EngineServer`
 bound to 127.0.0.1 with an in-process ``hf`` engine of its own.
 """
 
@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator
 
 from core.interfaces import Message
 from core.pluginmanager import Plugins, load_plugins
-from core.serve import EngineServer
+from plugins.serving.server import EngineServer
 from core.types import Screenshot
 
 

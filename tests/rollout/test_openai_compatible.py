@@ -1,7 +1,7 @@
 """The ``openai-compatible`` rollout engine against a real server on loopback.
 
 No vLLM runs on these machines (it needs CUDA), so the server is
-``core.serve``: a real HTTP server speaking the same protocol subset (OpenAI
+``plugins.serving``: a real HTTP server speaking the same protocol subset (OpenAI
 completions/chat with vLLM's ``return_token_ids``/``logprobs`` extensions,
 vLLM's render + tokens-in/tokens-out generate pair, vLLM's weight-transfer
 routes) in front of the in-process ``hf`` engine. What the remote engine

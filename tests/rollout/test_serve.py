@@ -1,4 +1,4 @@
-"""``core.serve``: the in-process engine behind vLLM's HTTP API, driven with plain HTTP requests on loopback.
+"""``plugins.serving``: the in-process engine behind vLLM's HTTP API, driven with plain HTTP requests on loopback.
 
 Checks the protocol itself (response shapes, vLLM's extensions), that bad
 requests are refused with a 4xx and a reason naming the field, the
@@ -152,11 +152,11 @@ def test_command_line_serves_a_model_directory(tmp_path: Path) -> None:
     _, model = tiny_policy()
     directory = model.save_pretrained_dir(tmp_path / "tiny-model")
     env = {**os.environ, "SCALECUA_SERVE_API_KEY": "k3y"}
-    proc = subprocess.Popen([sys.executable, "-m", "core.serve", "--model", str(directory), "--port", "0"],
+    proc = subprocess.Popen([sys.executable, "-m", "plugins.serving", "--model", str(directory), "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         line = proc.stdout.readline() if proc.stdout else ""
-        assert line.startswith("core.serve listening on http://127.0.0.1:"), (line, proc.stderr and proc.stderr.read())
+        assert line.startswith("plugins.serving listening on http://127.0.0.1:"), (line, proc.stderr and proc.stderr.read())
         url = line.split()[-1]
         headers = {"Authorization": "Bearer k3y"}
         assert httpx.get(f"{url}/v1/models", headers=headers).json()["data"][0]["id"] == str(directory)
@@ -172,7 +172,7 @@ def test_command_line_serves_a_model_directory(tmp_path: Path) -> None:
 
 
 def test_command_line_reports_a_missing_model_directory(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "core.serve", "--model", str(tmp_path / "nope"), "--port", "0"],
+    done = subprocess.run([sys.executable, "-m", "plugins.serving", "--model", str(tmp_path / "nope"), "--port", "0"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
     assert "has no config.json" in done.stderr and "Traceback" not in done.stderr

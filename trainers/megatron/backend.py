@@ -95,14 +95,13 @@ class MegatronTrainer(TrainerBackend):
 
         from trainers.megatron.names import expected_parameters
         from trainers.policy import policy_suppressed_ids
-        from plugins.rollout.vllm_engine import model_directory
 
         if not torch.cuda.is_available():
             raise ScaleCUAError("trainer 'megatron' needs CUDA GPUs; on CPU use trainer 'torch' or 'torch-fsdp'")
         self.options, self.algorithm, self.policy = options, algorithm, model
         self.renderer = model.renderer()
         started = time.perf_counter()
-        self.model_dir = model_directory(model, "float32")
+        self.model_dir = model.model_directory(dtype="float32")
         self.bridge = AutoBridge.from_hf_pretrained(str(self.model_dir))
         provider = self.bridge.to_megatron_provider(load_weights=True)
         provider.tensor_model_parallel_size = options.tensor_parallel_size

@@ -1,4 +1,4 @@
-"""The routes of ``core.serve``: OpenAI/vLLM generation endpoints and vLLM's weight-update protocol."""
+"""The routes of ``plugins.serving``: OpenAI/vLLM generation endpoints and vLLM's weight-update protocol."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import structlog
 
-from core import serve_protocol as proto
+from plugins.serving import protocol as proto
 from core.interfaces import RolloutEngine
-from core.serve_protocol import BadRequest
-from core.weight_transfer import GlooChannel, InitInfo, UpdateInfo, WeightTransferProtocolError, receive_tensors
+from plugins.serving.protocol import BadRequest
+from plugins.serving.weight_transfer import GlooChannel, InitInfo, UpdateInfo, WeightTransferProtocolError, receive_tensors
 
 if TYPE_CHECKING:
-    from core.serve import EngineServer, Gate
+    from plugins.serving.server import EngineServer, Gate
 
 log = structlog.get_logger(__name__)
 
@@ -112,7 +112,7 @@ class Routes:
             rendered = app.renderer.render(messages, add_generation_prompt=bool(add_generation_prompt))
             return list(rendered.ids), list(rendered.images)
         if not app.trust_request_chat_template:
-            raise BadRequest("chat_template in the request is refused: start core.serve with "
+            raise BadRequest("chat_template in the request is refused: start plugins.serving with "
                              "--trust-request-chat-template to allow it", param="chat_template")
         tokenizer = getattr(app.renderer, "tokenizer", None)
         if not isinstance(template, str) or not hasattr(tokenizer, "apply_chat_template"):
@@ -155,7 +155,7 @@ class Routes:
             raise BadRequest(f"features: modalities {other} are not supported (images only)", param="features")
         places = places.get("image") or []
         if data is None or not isinstance(data, Mapping) or not isinstance(data.get("image"), list):
-            raise BadRequest("features.kwargs_data.image is required: core.serve keeps no multimodal cache",
+            raise BadRequest("features.kwargs_data.image is required: plugins.serving keeps no multimodal cache",
                              param="features.kwargs_data")
         items = data["image"]
         if len(items) != len(places) or len(places) != len(runs):
@@ -168,7 +168,7 @@ class Routes:
                 raise BadRequest(f"{where} = {place!r} does not cover the image placeholder run "
                                  f"(offset {run[0]}, length {run[1]}) of token_ids", param=where)
             if item is None:
-                raise BadRequest(f"features.kwargs_data.image[{index}] is null: core.serve keeps no multimodal "
+                raise BadRequest(f"features.kwargs_data.image[{index}] is null: plugins.serving keeps no multimodal "
                                  "cache; send the data", param="features.kwargs_data")
             images.append(proto.decode_image(item, f"features.kwargs_data.image[{index}]"))
         proto.check_placeholders(prompt, images, renderer, "token_ids")

@@ -1,4 +1,4 @@
-"""``python -m core.serve --model DIR | --config FILE``: serve the in-process policy over vLLM's HTTP API.
+"""``python -m plugins.serving --model DIR | --config FILE``: serve the in-process policy over vLLM's HTTP API.
 
 The rollout engine (``hf`` by default, created through the registry) answers
 the subset of the OpenAI/vLLM protocol that the ``openai-compatible`` engine
@@ -12,7 +12,7 @@ real server on any machine:
   ``--logprobs-mode processed_logprobs``); ``GET /v1/models``, ``GET /health``.
 * ``POST /init_weight_transfer_engine``, ``/start_weight_update``,
   ``/update_weights``, ``/finish_weight_update`` (data plane: Gloo, see
-  :mod:`core.weight_transfer`), ``POST /pause`` / ``/resume``,
+  :mod:`plugins.serving.weight_transfer`), ``POST /pause`` / ``/resume``,
   ``GET /is_paused``, ``GET /get_world_size``.
 
 Differences from vLLM: one choice per request, no streaming, sampling only
@@ -38,11 +38,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import structlog
 
-from core import serve_protocol as proto
+from plugins.serving import protocol as proto
 from core.errors import ConfigError
 from core.interfaces import Generation, GenerationRequest, PolicyModel, RolloutEngine
-from core.serve_protocol import BadRequest
-from core.serve_routes import Routes, WeightReceiver
+from plugins.serving.protocol import BadRequest
+from plugins.serving.routes import Routes, WeightReceiver
 
 log = structlog.get_logger(__name__)
 
@@ -116,7 +116,7 @@ class EngineServer:
         self.gate = Gate()
         self.weights = WeightReceiver(engine, self.gate, timeout_s=weight_timeout_s)
         self.loop = asyncio.new_event_loop()
-        self._loop_thread = threading.Thread(target=self.loop.run_forever, name="core.serve-engine", daemon=True)
+        self._loop_thread = threading.Thread(target=self.loop.run_forever, name="plugins.serving-engine", daemon=True)
         self._httpd: ThreadingHTTPServer | None = None
         self._http_thread: threading.Thread | None = None
         self.routes = Routes(self)
@@ -127,7 +127,7 @@ class EngineServer:
         handler = type("Handler", (_Handler,), {"server_app": self})
         self._httpd = ThreadingHTTPServer((host, port), handler)
         self._httpd.daemon_threads = True
-        self._http_thread = threading.Thread(target=self._httpd.serve_forever, name="core.serve-http", daemon=True)
+        self._http_thread = threading.Thread(target=self._httpd.serve_forever, name="plugins.serving-http", daemon=True)
         self._http_thread.start()
         bound_host, bound_port = self._httpd.server_address[:2]
         log.info("serving", url=f"http://{bound_host}:{bound_port}", model=self.model_name)
@@ -257,7 +257,7 @@ def build_engine(args: argparse.Namespace) -> tuple[RolloutEngine, PolicyModel, 
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m core.serve", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m plugins.serving", description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", help="local Hugging Face model directory")
     source.add_argument("--config", "-c", help="YAML config whose model slot (and rollout options) to serve")
@@ -287,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                           trust_request_chat_template=args.trust_request_chat_template,
                           weight_timeout_s=args.weight_timeout)
     url = server.start(args.host, args.port)
-    print(f"core.serve listening on {url}", flush=True)
+    print(f"plugins.serving listening on {url}", flush=True)
     stop = threading.Event()
     _on_signals(stop.set)
     try:
@@ -304,8 +304,12 @@ def _on_signals(callback: Callable[[], None]) -> None:
         signal.signal(sig, lambda *_: callback())
 
 
-if __name__ == "__main__":
+def run() -> int:
     from core.cli import main_guard
 
-    sys.exit(main_guard(main))
+    return main_guard(main)
+
+
+if __name__ == "__main__":
+    sys.exit(run())
 

@@ -1,4 +1,4 @@
-"""The data side of vLLM's weight-transfer protocol, shared by the trainer-side client and ``core.serve``.
+"""The data side of vLLM's weight-transfer protocol, shared by the trainer-side client and ``plugins.serving``.
 
 vLLM's RL weight sync is a control plane over HTTP plus a data plane of
 collective broadcasts::

@@ -1,4 +1,4 @@
-"""Request parsing and response bodies of the OpenAI/vLLM API subset that ``core.serve`` speaks.
+"""Request parsing and response bodies of the OpenAI/vLLM API subset that ``plugins.serving`` speaks.
 
 Engine-agnostic: everything goes through :class:`core.interfaces.ChatRenderer`
 and :class:`core.interfaces.GenerationRequest`. A request that asks for
@@ -58,7 +58,7 @@ def sampling_request(body: Mapping[str, Any], prompt_ids: list[int], images: lis
     """A :class:`GenerationRequest` from an OpenAI/vLLM body's sampling fields (``where`` prefixes field names)."""
     for key, neutral in _NEUTRAL.items():
         if key in body and body[key] not in neutral:
-            raise BadRequest(f"{where}{key}={body[key]!r} is not supported: core.serve samples one choice from the "
+            raise BadRequest(f"{where}{key}={body[key]!r} is not supported: plugins.serving samples one choice from the "
                              "policy (temperature, top_p, seed, max tokens, stop token ids); remove the field",
                              param=where + key)
     temperature = _number(body, "temperature", 1.0, where)
@@ -110,7 +110,7 @@ def _check_logit_bias(bias: Any, banned_ids: Sequence[int], where: str) -> None:
             raise BadRequest(f"{where}logit_bias key {key!r} is not a token id", param=where + "logit_bias") from None
         if not isinstance(value, (int, float)) or value > -100 or token not in banned:
             raise BadRequest(
-                f"{where}logit_bias {{{key}: {value}}}: core.serve only accepts bans (<= -100) of the tokens its "
+                f"{where}logit_bias {{{key}: {value}}}: plugins.serving only accepts bans (<= -100) of the tokens its "
                 f"policy never emits ({len(banned)} ids); other biases would change the policy",
                 param=where + "logit_bias")
 
@@ -122,7 +122,7 @@ def token_prompt(value: Any, vocab_size: int, field: str) -> list[int]:
     if isinstance(value, list) and len(value) == 1 and isinstance(value[0], list):
         value = value[0]  # a batch of one prompt
     if not isinstance(value, list) or not value or not all(_is_int(t) for t in value):
-        raise BadRequest(f"{field} must be a non-empty list of token ids (core.serve serves a token-stream policy; "
+        raise BadRequest(f"{field} must be a non-empty list of token ids (plugins.serving serves a token-stream policy; "
                          "one prompt per request)", param=field)
     bad = [t for t in value if not 0 <= t < vocab_size]
     if bad:
@@ -187,7 +187,7 @@ def parse_messages(value: Any) -> list[Message]:
 
 def decode_image_url(url: Any, where: str) -> Screenshot:
     if not isinstance(url, str) or not url.startswith("data:image/") or ";base64," not in url:
-        raise BadRequest(f"{where}: core.serve fetches no URLs; send the image inline as data:image/png;base64,...",
+        raise BadRequest(f"{where}: plugins.serving fetches no URLs; send the image inline as data:image/png;base64,...",
                          param=where)
     return decode_image(url.split(";base64,", 1)[1], where)
 

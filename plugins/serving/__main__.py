@@ -1,0 +1,5 @@
+import sys
+
+from plugins.serving.server import run
+
+sys.exit(run())

@@ -11,15 +11,23 @@ The simulated learner (one model for every sampler; nothing in it depends on whi
 * Each selected task gets ``n`` rollouts, each a Bernoulli(p_i) success, all drawn from the learner as it is
   at the start of the iteration.
 * The learner trains on the groups the sampler accepts. A group with non-zero within-group advantage (its
-  successes are not all equal) moves ``u_i`` up by ``task_gain`` and ``theta`` up by ``global_gain`` (the
-  transfer one GRPO step brings to every task); a group whose successes are all equal has zero advantage
-  and changes nothing. There is no forgetting.
-* Task metadata carries ``estimated_difficulty = d_i + Normal(0, estimate_noise_sd)`` (a VeriGen-style
-  estimate) for the curriculum, whose schedule spans the run (``schedule_iterations = iterations``).
+  successes are not all equal) moves ``u_i`` up by ``task_gain``, ``theta`` up by ``global_gain`` (the
+  transfer one GRPO step brings to every task) and its cluster's skill ``v_c`` up by ``cluster_gain``
+  (transfer between similar tasks: the pool is split at random into ``clusters``, e.g. applications; then
+  ``p_i = sigmoid(theta + u_i + v_c(i) - d_i)``); a group whose successes are all equal has zero advantage
+  and changes nothing. With ``forgetting`` > 0 every task not trained in an iteration loses that share of
+  its mastery ``u_i``.
+* Baselines get only what a user has. Task metadata carries a VeriGen-style label
+  (``estimated_difficulty``: easy / medium / hard, the terciles of ``d_i + Normal(0, estimate_noise_sd)``;
+  with the defaults it correlates about 0.6 with the truth) for ``curriculum/label``; ``curriculum/initial_pass``
+  ranks by ``1 - `` the initial pass rate instead (on tasks without labels). Both schedule modes (sliding,
+  expanding) run, each spanning the run (``schedule_iterations = iterations``).
+* Every variant runs under several learner settings (``LEARNERS``: the base learner, transfer between
+  similar tasks, forgetting, both, and slower per-task learning), side by side.
 * The training loop is driven exactly as ``core.loop`` drives it: select, roll out, ``accept`` each group,
   ``top_up`` until the batch is full or the sampler stops, ``observe`` every group rolled out.
 
-Reported per sampler (mean over seeds, per-seed values alongside): share of rolled-out groups with non-zero
+Reported per learner setting and sampler (mean over seeds, per-seed values alongside): share of rolled-out groups with non-zero
 advantage, mean true pass rate over all tasks after the last iteration, iterations (and rollouts) until the
 mean true pass rate first reaches ``target``, and rollouts spent (training plus any initial pass sweep).
 ``vs_uniform`` holds ratios against the uniform sampler. ``selection_ms`` times ``select(it, 32)`` on pools of
@@ -68,7 +76,20 @@ class LearnerModel:
     theta0: float = -1.0
     task_gain: float = 0.4
     global_gain: float = 0.0005
-    estimate_noise_sd: float = 1.0
+    clusters: int = 1
+    cluster_gain: float = 0.0
+    forgetting: float = 0.0
+    estimate_noise_sd: float = 3.0
+
+
+#: learner settings every sampler runs under (label -> changes to LearnerModel)
+LEARNERS: dict[str, dict[str, Any]] = {
+    "base": {},
+    "transfer": {"clusters": 10, "cluster_gain": 0.01},
+    "forgetting": {"forgetting": 0.01},
+    "transfer+forgetting": {"clusters": 10, "cluster_gain": 0.01, "forgetting": 0.01},
+    "slow_task_learning": {"task_gain": 0.1},
+}
 
 
 @dataclass(frozen=True)
@@ -84,10 +105,17 @@ class Settings:
 VARIANTS: list[tuple[str, str, dict[str, Any]]] = [
     ("uniform", "uniform", {}),
     ("dapo", "dapo", {}),
-    ("curriculum", "curriculum", {}),  # schedule_iterations is set to the run length below
+    # schedule_iterations is set to the run length below; label: metadata difficulty labels,
+    # initial_pass: 1 - the measured pass rate (the tasks carry no labels then)
+    ("curriculum/label/sliding", "curriculum", {"mode": "sliding"}),
+    ("curriculum/label/expanding", "curriculum", {"mode": "expanding"}),
+    ("curriculum/initial_pass/sliding", "curriculum", {"mode": "sliding", "initial_pass_rollouts": 8}),
+    ("curriculum/initial_pass/expanding", "curriculum", {"mode": "expanding", "initial_pass_rollouts": 8}),
     ("frontier", "frontier", {}),
+    ("frontier/unseen_outside_pool", "frontier", {"unseen_in_pool": False}),
     ("frontier+initial_pass", "frontier", {"initial_pass_rollouts": 8}),
 ]
+LABELS = ("easy", "medium", "hard")
 
 
 def sampler_registry() -> Registry:
@@ -101,14 +129,21 @@ class Learner:
         rng = np.random.default_rng([seed, 0])  # the pool depends on the seed only, not on the sampler
         self.model = model
         self.difficulty = rng.normal(0.0, model.difficulty_sd, model.tasks)
-        self.estimate = self.difficulty + rng.normal(0.0, model.estimate_noise_sd, model.tasks)
+        noisy = self.difficulty + rng.normal(0.0, model.estimate_noise_sd, model.tasks)
+        self.label = np.searchsorted(np.quantile(noisy, [1 / 3, 2 / 3]), noisy)  # 0 easy, 1 medium, 2 hard
+        self.cluster = rng.integers(0, model.clusters, model.tasks)
         self.theta = model.theta0
         self.mastery = np.zeros(model.tasks)
+        self.cluster_skill = np.zeros(model.clusters)
         self.rollout_rng = np.random.default_rng([seed, 1])
+
+    def label_correlation(self) -> float:
+        return float(np.corrcoef(self.label, self.difficulty)[0, 1])
 
     def pass_rates(self, positions: np.ndarray | None = None) -> np.ndarray:
         index = slice(None) if positions is None else positions
-        return 1.0 / (1.0 + np.exp(-(self.theta + self.mastery[index] - self.difficulty[index])))
+        logit = self.theta + self.mastery[index] + self.cluster_skill[self.cluster[index]] - self.difficulty[index]
+        return 1.0 / (1.0 + np.exp(-logit))
 
     def rollouts(self, positions: np.ndarray, n: int) -> np.ndarray:
         """(len(positions), n) array of successes (0/1)."""
@@ -116,20 +151,27 @@ class Learner:
 
     def train(self, positions: np.ndarray, successes: np.ndarray) -> int:
         informative = successes.min(axis=1) != successes.max(axis=1)
+        if self.model.forgetting:
+            untouched = np.ones(self.model.tasks, dtype=bool)
+            untouched[positions] = False
+            self.mastery[untouched] *= 1.0 - self.model.forgetting
         np.add.at(self.mastery, positions[informative], self.model.task_gain)
+        np.add.at(self.cluster_skill, self.cluster[positions[informative]], self.model.cluster_gain)
         self.theta += self.model.global_gain * int(informative.sum())
         return int(informative.sum())
 
 
-def make_tasks(learner: Learner) -> list[Task]:
+def make_tasks(learner: Learner, *, labels: bool) -> list[Task]:
     template = Task(id="bench", instruction="simulated task", evaluator=Evaluator(func="exact_match"))
-    return [template.model_copy(update={"id": f"sim-{i:06d}", "metadata": {"estimated_difficulty": float(e)}})
-            for i, e in enumerate(learner.estimate)]
+    return [template.model_copy(update={"id": f"sim-{i:06d}",
+                                        "metadata": {"estimated_difficulty": LABELS[k]} if labels else {}})
+            for i, k in enumerate(learner.label)]
 
 
 def run_one(name: str, options: dict[str, Any], model: LearnerModel, s: Settings, seed: int) -> dict[str, Any]:
     learner = Learner(model, seed)
-    tasks = make_tasks(learner)
+    # the initial-pass curriculum ranks by measured pass rates only: its tasks carry no labels
+    tasks = make_tasks(learner, labels=not (name == "curriculum" and options.get("initial_pass_rollouts")))
     position = {t.id: i for i, t in enumerate(tasks)}
     if name == "curriculum":
         options = {**options, "schedule_iterations": s.iterations}
@@ -212,7 +254,7 @@ def compare(model: LearnerModel, s: Settings) -> tuple[dict[str, dict[str, Any]]
         runs = [run_one(name, options, model, s, seed) for seed in range(s.seeds)]
         curves[label] = runs
         results[label] = {"sampler": name, "options": options, **aggregate(runs)}
-        print(f"task_gain {model.task_gain} {label}: final {results[label]['final_mean_pass_rate']}", file=sys.stderr)
+        print(f"{label}: final {results[label]['final_mean_pass_rate']}", file=sys.stderr)
     base = results["uniform"]
     for r in results.values():
         r["vs_uniform"] = {
@@ -295,27 +337,34 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000]
 
     started = time.perf_counter()
-    results, curves = compare(model, s)
-    # the same comparison with slower per-task learning, as a check that the ranking is not an artefact of
-    # one learner setting (applied to every sampler alike)
-    slow_model = replace(model, task_gain=model.task_gain / 4)
-    slow, _ = compare(slow_model, s)
-    sensitivity = {"learner": {"task_gain": slow_model.task_gain}, "results": {
-        label: {k: r[k] for k in ("informative_share", "final_mean_pass_rate", "iterations_to_target",
-                                  "rollouts_spent", "vs_uniform")} for label, r in slow.items()}}
+    by_learner: dict[str, Any] = {}
+    curves: dict[str, list[dict[str, Any]]] = {}
+    for name, changes in LEARNERS.items():
+        setting = replace(model, **changes)
+        print(f"learner {name}: {changes}", file=sys.stderr)
+        results, runs = compare(setting, s)
+        if name == "base":
+            curves = runs
+        by_learner[name] = {"learner": changes, "results": results}
     simulation_s = time.perf_counter() - started
     png = args.out / "samplers.png"
     plot(curves, s, png)
+    label_correlation = round(Learner(model, 0).label_correlation(), 3)
+    ranking = {name: sorted(((label, r["iterations_to_target"]) for label, r in entry["results"].items()),
+                            key=lambda x: (x[1] is None, x[1] if x[1] is not None else 0))
+               for name, entry in by_learner.items()}
     timing = selection_times(sizes, repeats=10 if args.quick else 30)
     print(json.dumps({
         "benchmark": "samplers",
         "quick": args.quick,
         "machine": {"python": platform.python_version(), "numpy": np.__version__, "cpus": os.cpu_count(),
                     "platform": platform.platform()},
-        "settings": {**asdict(s), "learner": asdict(model), "paper_hyperparameters": "mu 0.5, sigma 0.25, "
-                     "gamma 0.2, alpha 0.2, filter [0, 1], pool 3B (sampler defaults)"},
-        "results": results,
-        "sensitivity_slow_task_learning": sensitivity,
+        "settings": {**asdict(s), "learner": asdict(model), "label_correlation_with_difficulty": label_correlation,
+                     "paper_hyperparameters": "mu 0.5, sigma 0.25, gamma 0.2, alpha 0.2, filter [0, 1], pool 3B "
+                     "(sampler defaults)"},
+        "results": by_learner["base"]["results"],
+        "by_learner": by_learner,
+        "iterations_to_target_ranking": ranking,
         "selection_ms_batch_32": timing,
         "simulation_s": round(simulation_s, 1),
         "plot": str(png),

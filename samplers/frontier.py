@@ -21,7 +21,9 @@ are never selected and the rest start their EMA at the measured rate. Without
 it (or for a task the pass did not reach) a task is "unseen": its weight is
 computed from ``unseen_pass_rate`` (default mu, so unseen tasks sit on the
 frontier and are tried early) and its first observation *replaces* that value,
-as an initial pass would have, before the EMA takes over.
+as an initial pass would have, before the EMA takes over. ``unseen_in_pool:
+false`` keeps unseen tasks out of the weighted pool (the uniform share still
+reaches them), so selection is EMA-driven from the first observations on.
 """
 
 from __future__ import annotations
@@ -57,6 +59,10 @@ class FrontierOptions(BaseModel):
     unseen_pass_rate: float = Field(
         0.5, ge=0, le=1, description="success rate assumed for a task not yet measured; its first observation "
         "replaces it")
+    unseen_in_pool: bool = Field(
+        True, description="never-observed tasks compete with observed ones for the weighted candidate pool "
+        "(with unseen_pass_rate = mu they win it: a sweep over unseen tasks comes first); false: they are "
+        "reached only by the uniform gamma share, and the pool holds measured tasks")
 
     @model_validator(mode="after")
     def _range_ordered(self) -> FrontierOptions:
@@ -128,10 +134,12 @@ class FrontierSampler(PoolSampler):
         return pool_size, batch - uniform, uniform
 
     def candidate_pool(self, pool_size: int) -> np.ndarray:
-        """Positions of the ``pool_size`` selectable tasks of highest weight (edge ties broken at random)."""
-        key = np.where(self._active, self._log_weight, -np.inf)
-        if pool_size >= key.size:
-            return np.flatnonzero(self._active)
+        """Positions of the ``pool_size`` eligible tasks of highest weight (edge ties broken at random);
+        eligible: selectable, and measured unless ``unseen_in_pool``."""
+        eligible = self._active if self.options.unseen_in_pool else self._active & self._seen
+        if pool_size >= int(eligible.sum()):
+            return np.flatnonzero(eligible)
+        key = np.where(eligible, self._log_weight, -np.inf)
         threshold = np.partition(key, key.size - pool_size)[key.size - pool_size]
         above = np.flatnonzero(key > threshold)
         tied = np.flatnonzero(key == threshold)
@@ -148,10 +156,12 @@ class FrontierSampler(PoolSampler):
         picked = pool[np.argsort(-scores, kind="stable")[:from_pool]]
         outside = self._active.copy()
         outside[pool] = False
+        # a pool smaller than its share (unseen tasks kept out of it) leaves the rest to the uniform draw
+        uniform = batch - picked.size
         extra = self._uniform_from(np.flatnonzero(outside), uniform)
         chosen = np.concatenate([picked, extra])
-        self._last_batch = {"batch_from_pool": float(from_pool), "batch_uniform": float(uniform),
-                            "candidate_pool": float(pool_size),
+        self._last_batch = {"batch_from_pool": float(picked.size), "batch_uniform": float(uniform),
+                            "candidate_pool": float(pool.size),
                             "batch_mean_pass_rate": float(self._ema[chosen].mean()),
                             "batch_mean_weight": float(np.exp(self._log_weight[chosen]).mean())}
         return self._ids(chosen)

@@ -61,6 +61,25 @@ def test_first_observation_of_an_unseen_task_replaces_the_prior(make_tasks):
     assert sampler.stats()["mean_pass_rate"] == pytest.approx(0.2)  # over measured tasks only
 
 
+def test_unseen_tasks_can_be_kept_out_of_the_candidate_pool(make_tasks):
+    """unseen_in_pool: false — the weighted pool holds measured tasks only; unseen ones come from the uniform
+    share (all of the batch while nothing is measured), and join the pool once observed."""
+    tasks = make_tasks(200)
+    sampler = frontier(tasks, seed=1, unseen_in_pool=False)
+    assert len(set(sampler.select(0, 8))) == 8 and sampler.stats()["batch_uniform"] == 8.0
+    measured = {t.id: 0.5 for t in tasks[:10]}
+    sampler.set_initial_pass_rates(measured)
+    for iteration in range(1, 30):
+        batch = sampler.select(iteration, 8)
+        assert len(set(batch)) == 8
+        assert len(set(batch) & set(measured)) >= 6  # the 6 pool draws; the 2 uniform ones may hit either
+        assert sampler.stats()["candidate_pool"] == 10.0
+    default = frontier(tasks, seed=1)  # unseen tasks (p = mu) compete and, at the peak, win the pool
+    default.set_initial_pass_rates({t.id: 0.2 for t in tasks[:10]})
+    assert default.stats()["tasks_seen"] == 10.0
+    assert len(set(default.select(0, 8)) & {t.id for t in tasks[:10]}) <= 2
+
+
 def test_batch_is_26_from_the_top_96_and_6_from_outside(make_tasks):
     tasks = make_tasks(1000)
     sampler = frontier(tasks, seed=3)

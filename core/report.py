@@ -3,7 +3,9 @@
 Writes ``RUN_DIR/report/``: ``curves.png`` (reward and success rate per
 iteration, informative-group share), ``phases.png`` (wall time per phase per
 iteration), ``sampler_weights.png`` (the sampler's weight distribution over
-tasks at each recorded checkpoint), and ``summary.json``.
+tasks at each recorded checkpoint), and ``summary.json``. With ``--episodes``
+also the trajectory viewer, ``RUN_DIR/report/episodes/`` (:mod:`core.episodes`;
+works for ``core.eval`` runs too).
 """
 
 from __future__ import annotations
@@ -118,8 +120,18 @@ def write_report(run_dir: Path) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core.report", description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--episodes", action="store_true",
+                        help="also write the trajectory viewer: report/episodes/index.html and a page per rollout file")
     args = parser.parse_args(argv)
-    print(json.dumps(write_report(args.run_dir), indent=2))
+    if (args.run_dir / "metrics.jsonl").is_file():
+        print(json.dumps(write_report(args.run_dir), indent=2))
+    elif not args.episodes:
+        raise ScaleCUAError(f"{args.run_dir / 'metrics.jsonl'} does not exist; give a run directory (or "
+                                "--episodes for a core.eval run, which has rollouts but no metrics)")
+    if args.episodes:
+        from core.episodes import write_episode_pages
+
+        print(f"episodes: {write_episode_pages(args.run_dir)}")
     return 0
 
 

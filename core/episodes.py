@@ -1,0 +1,169 @@
+"""The trajectory viewer: static HTML pages of a run's episodes, from its rollout records.
+
+``python -m core.report RUN_DIR --episodes`` reads ``RUN_DIR/rollouts/*.jsonl`` (training iterations,
+the initial pass, ``core.eval`` and periodic evaluations alike) and writes ``RUN_DIR/report/episodes/``:
+
+* ``index.html`` — every rollout file with its episode count and success rate, and per task the
+  successes over all files;
+* one page per rollout file — per episode its task, status, reward, advantage and the judge's score,
+  status and details; then every turn: the screenshot the agent saw before acting (saved with
+  ``run.save_screenshots``) with each action drawn where it acted (click markers, drag arrows, scroll
+  arrows, typed text and keys as labels), the model's response, the parsed actions or the parse
+  error, and the feedback that came back.
+
+Action coordinates are on the model's 0..1000 grid, so markers are drawn in an SVG overlay with that
+view box, at any screenshot size. Pages reference the PNGs by relative path (nothing is copied) and
+need no network or script.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from core.errors import ScaleCUAError
+
+CSS = """
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
+table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}
+.episode{border:1px solid #bbb;border-radius:6px;margin:1.2em 0;padding:.6em 1em}
+.ok{color:#17803d}.fail{color:#b42318}.turn{display:flex;gap:1em;margin:.8em 0;align-items:flex-start}
+.shot{position:relative;width:560px;flex:none}.shot img{width:100%;display:block;border:1px solid #999}
+.shot svg{position:absolute;left:0;top:0;width:100%;height:100%}
+pre{white-space:pre-wrap;background:#f6f6f6;padding:.4em;margin:.2em 0;max-width:60em}
+.noshot{width:560px;height:80px;border:1px dashed #aaa;display:flex;align-items:center;justify-content:center}
+"""
+POINT_MARKS = {"left_click": "#e11d48", "right_click": "#7c3aed", "middle_click": "#0891b2",
+               "double_click": "#ea580c", "triple_click": "#ca8a04", "mouse_move": "#2563eb",
+               "left_mouse_down": "#be123c", "left_mouse_up": "#be123c", "left_click_drag": "#db2777",
+               "scroll": "#059669"}
+ARROWS = {"up": (0, -60), "down": (0, 60), "left": (-60, 0), "right": (60, 0)}
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ScaleCUAError(f"{path}:{number}: not a JSON trajectory record ({exc})") from None
+    return records
+
+
+def action_label(action: Mapping[str, Any]) -> str:
+    kind = action.get("type", "?")
+    if action.get("text") is not None:
+        return f"{kind} {action['text']!r}"
+    if action.get("keys"):
+        return f"{kind} {'+'.join(action['keys'])}"
+    if kind == "scroll":
+        return f"scroll {action.get('direction', '')} {action.get('amount', '')}".strip()
+    if action.get("x") is not None:
+        return f"{kind} ({action['x']}, {action['y']})"
+    return str(kind)
+
+
+def action_marks(actions: Iterable[Mapping[str, Any]]) -> str:
+    """SVG elements (0..1000 view box) for the actions of one turn, numbered in order."""
+    parts, label_y = [], 40
+    for number, action in enumerate(actions, 1):
+        kind, x, y = action.get("type"), action.get("x"), action.get("y")
+        colour = POINT_MARKS.get(str(kind), "#111")
+        if x is not None and y is not None:
+            if action.get("start_x") is not None:
+                parts.append(f'<line x1="{action["start_x"]}" y1="{action["start_y"]}" x2="{x}" y2="{y}" '
+                             f'stroke="{colour}" stroke-width="6" marker-end="url(#arrow)"/>')
+            if kind == "scroll" and action.get("direction") in ARROWS:
+                dx, dy = ARROWS[action["direction"]]
+                parts.append(f'<line x1="{x}" y1="{y}" x2="{x + dx}" y2="{y + dy}" stroke="{colour}" '
+                             f'stroke-width="6" marker-end="url(#arrow)"/>')
+            parts.append(f'<circle cx="{x}" cy="{y}" r="18" fill="none" stroke="{colour}" stroke-width="6" '
+                         f'class="mark" data-action="{html.escape(str(kind))}"/>')
+            parts.append(f'<text x="{x + 22}" y="{y - 22}" font-size="36" fill="{colour}" stroke="white" '
+                         f'stroke-width="1.5">{number}</text>')
+        else:  # typed text, keys, waits: a numbered label in the corner
+            parts.append(f'<text x="12" y="{label_y}" font-size="34" fill="#111" stroke="white" stroke-width="2" '
+                         f'class="mark" data-action="{html.escape(str(kind))}">{number}. '
+                         f'{html.escape(action_label(action))[:60]}</text>')
+            label_y += 42
+    return "".join(parts)
+
+
+def _screenshot(path: str | None, actions: Iterable[Mapping[str, Any]], base: str) -> str:
+    if not path:
+        return '<div class="noshot">no screenshot saved (run.save_screenshots: true keeps them)</div>'
+    return (f'<div class="shot"><img src="{html.escape(base + path)}" alt="screenshot">'
+            '<svg viewBox="0 0 1000 1000" preserveAspectRatio="none"><defs><marker id="arrow" markerWidth="6" '
+            'markerHeight="6" refX="3" refY="3" orient="auto"><path d="M0,0 L6,3 L0,6 z"/></marker></defs>'
+            f"{action_marks(actions)}</svg></div>")
+
+
+def _judgement(record: Mapping[str, Any]) -> str:
+    j = record.get("judgement")
+    if not j:
+        return "not judged"
+    details = j.get("details") or j.get("error") or ""
+    text = f"score {j.get('score')} ({j.get('status')})"
+    return text + (f"<pre>{html.escape(json.dumps(details, default=str)[:2000])}</pre>" if details else "")
+
+
+def episode_html(record: Mapping[str, Any], base: str) -> str:
+    ok = bool(record.get("success"))
+    head = (f'<h3 class="{"ok" if ok else "fail"}">{html.escape(str(record.get("task_id")))} — '
+            f'{"success" if ok else "failure"}</h3><p>trajectory {html.escape(str(record.get("trajectory_id")))}, '
+            f'status {html.escape(str(record.get("status")))}'
+            + (f' ({html.escape(str(record.get("status_reason")))})' if record.get("status_reason") else "")
+            + f', reward {record.get("reward")}, advantage {record.get("advantage")}</p>'
+            f"<p>judge: {_judgement(record)}</p>")
+    turns, seen = [], record.get("initial_screenshot")
+    for turn in record.get("turns", []):
+        actions = turn.get("actions") or []
+        parsed = (f'<p class="fail">parse error: {html.escape(str(turn["parse_error"]))}</p>' if turn.get("parse_error")
+                  else "<p>actions: " + html.escape("; ".join(action_label(a) for a in actions) or "none") + "</p>")
+        feedback = " ".join(str(f) for f in (turn.get("feedback"), turn.get("loop_feedback")) if f)
+        turns.append(f'<div class="turn" data-turn="{turn.get("index")}">{_screenshot(seen, actions, base)}<div>'
+                     f'<b>turn {turn.get("index")}</b><pre>{html.escape(str(turn.get("response_text", "")))}</pre>'
+                     f"{parsed}" + (f"<p>feedback: {html.escape(feedback)}</p>" if feedback else "") + "</div></div>")
+        seen = turn.get("screenshot") or seen
+    return f'<div class="episode" data-task="{html.escape(str(record.get("task_id")))}">{head}{"".join(turns)}</div>'
+
+
+def _page(title: str, body: str) -> str:
+    return (f'<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+            f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>{body}</body></html>\n")
+
+
+def write_episode_pages(run_dir: Path) -> Path:
+    """Write the pages into ``run_dir/report/episodes``; returns the index."""
+    rollouts = Path(run_dir) / "rollouts"
+    files = sorted(rollouts.glob("*.jsonl")) if rollouts.is_dir() else []
+    if not files:
+        raise ScaleCUAError(f"{rollouts}: no rollout records (*.jsonl); a run writes them each iteration, "
+                                "core.eval at its end")
+    out = Path(run_dir) / "report" / "episodes"
+    out.mkdir(parents=True, exist_ok=True)
+    base = "../../rollouts/"  # screenshot paths in the records are relative to rollouts/
+    rows, per_task = [], defaultdict(lambda: [0, 0])
+    for path in files:
+        records = read_records(path)
+        successes = sum(bool(r.get("success")) for r in records)
+        for r in records:
+            per_task[str(r.get("task_id"))][0] += bool(r.get("success"))
+            per_task[str(r.get("task_id"))][1] += 1
+        name = path.stem + ".html"
+        (out / name).write_text(_page(f"{Path(run_dir).name}: {path.stem}",
+                                      "".join(episode_html(r, base) for r in records)), encoding="utf-8")
+        rate = f"{successes / len(records):.0%}" if records else "-"
+        rows.append(f'<tr><td><a href="{name}">{html.escape(path.stem)}</a></td><td>{len(records)}</td>'
+                    f"<td>{successes}</td><td>{rate}</td></tr>")
+    tasks = "".join(f"<tr><td>{html.escape(t)}</td><td>{s}/{n}</td></tr>" for t, (s, n) in sorted(per_task.items()))
+    index = out / "index.html"
+    index.write_text(_page(f"{Path(run_dir).name}: episodes",
+                           "<h2>Rollout files</h2><table><tr><th>file</th><th>episodes</th><th>successes</th>"
+                           f"<th>success rate</th></tr>{''.join(rows)}</table><h2>Tasks</h2><table><tr><th>task"
+                           f"</th><th>successes / episodes</th></tr>{tasks}</table>"), encoding="utf-8")
+    return index

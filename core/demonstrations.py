@@ -12,7 +12,9 @@ the screenshots saved beside it::
 
 Three sources write it: recorded oracle runs (:mod:`core.record`), any run's own
 rollouts (``run.save_screenshots: true``; rejection sampling keeps the
-successful ones) and VeriGen checker dry runs that reached a judge score of 1.
+successful ones) and VeriGen checker dry runs that reached a judge score of 1
+(``<synthesis run>/demonstrations/<task id>.jsonl``, one per accepted task, the
+checker's actions re-written in the policy's response format).
 
 A demonstration replays through the configured segmenter exactly as the
 episode loop built the agent's context at rollout time (system prompt,

@@ -207,8 +207,10 @@ class Recipe:
         rundir.write_json_atomic(synth_dir / "summary.json", summary)
         accepted = sorted(export.rglob("*.json")) if export.is_dir() else []
         log.info("trajectory-guided synthesis finished", accepted=len(accepted), export_dir=str(export))
+        demos = synth_dir / "demonstrations"  # the accepted tasks' successful dry runs
         return {"tasks_dir": str(export) if accepted else None, "synthesized": len(accepted),
-                "synthesis_summary": str(synth_dir / "summary.json")}
+                "synthesis_summary": str(synth_dir / "summary.json"),
+                "demonstrations": str(demos) if demos.is_dir() else None}
 
     def rl_overrides(self) -> dict[str, Any]:
         overrides = dict(self.recipe.rl.overrides)

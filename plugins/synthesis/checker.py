@@ -23,9 +23,9 @@ import structlog
 from pydantic import Field
 
 from core.errors import ActionParseError as CoreActionParseError
-from core.errors import EnvironmentFailure
+from core.errors import EnvironmentFailure, ScaleCUAError
 from core.interfaces import Environment
-from core.types import Action, ActionType, Judgement, JudgementStatus, Observation, Task
+from core.types import Action, ActionType, EpisodeStatus, Judgement, JudgementStatus, Observation, Task, Trajectory, Turn
 
 from plugins.synthesis import prompts
 from plugins.synthesis.llm import LLMClient, LLMOptions, Usage, image_part
@@ -96,6 +96,10 @@ class LLMChecker(Checker):
         judged_final = not (last_action is not None and last_action.type == ActionType.FAIL)
         report.executable = not judged_final or report.final.status == JudgementStatus.OK
         report.reachable = finished
+        if report.trajectory is not None:
+            report.trajectory.judgement = report.final
+            report.trajectory.reward = float(report.final.score)
+            report.trajectory.status = EpisodeStatus.COMPLETED if finished else EpisodeStatus.INCOMPLETE
         done = _actions_summary(report.transcript)
         if not finished:
             why = f"it gave up: {gave_up}" if gave_up else f"it did not finish within {report.steps} steps"
@@ -129,6 +133,9 @@ class LLMChecker(Checker):
         last_action: Action | None = None
         feedback: str | None = None
         parse_failures = 0
+        demo = Trajectory(trajectory_id=f"dry-run-{task.id}", task_id=task.id, group_id=f"dry-run-{task.id}",
+                          initial_observation=observation)
+        report.trajectory = demo
         for step in range(o.max_steps):
             report.steps = step + 1
             started = time.monotonic()
@@ -152,6 +159,7 @@ class LLMChecker(Checker):
                 continue
             entry["actions"] = [_describe(a) for a in actions]
             feedback = None
+            turn = self._demo_turn(demo, harness, actions)
             for action in actions:
                 if action.is_terminal:
                     entry["duration_s"] = round(time.monotonic() - started, 3)
@@ -161,8 +169,22 @@ class LLMChecker(Checker):
                 observation = await env.step(action)
                 last_action = action
                 feedback = observation.text
+            if turn is not None:
+                turn.observation = observation
             entry["duration_s"] = round(time.monotonic() - started, 3)
         return last_action, False, None
+
+    @staticmethod
+    def _demo_turn(demo: Trajectory, harness: Harness, actions: list[Action]) -> Turn | None:
+        """The step as the policy would have written it (unparsable steps leave no turn)."""
+        try:
+            text = harness.backend.format_response(actions)
+        except ScaleCUAError:  # a backend without the policy's response format: no demonstration
+            return None
+        turn = Turn(index=len(demo.turns), response_text=text, response_ids=[], response_logprobs=[],
+                    actions=list(actions))
+        demo.turns.append(turn)
+        return turn
 
     def _messages(self, system: str, turns: list[tuple[list[dict[str, Any]], str]],
                   current: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -298,7 +298,18 @@ class VeriGenPipeline(SynthesizerRole):
                      final_score=report.final.score if report.final else None)
             if not report.passed:
                 return report.findings or [Finding("checker", "the dry run failed")], "checker"
+            if report.trajectory is not None and report.trajectory.turns:
+                await asyncio.to_thread(self._save_demonstration, report.trajectory)
         return [], "accepted"
+
+    def _save_demonstration(self, trajectory: Any) -> None:
+        """An accepted task's successful dry run -> ``<run_dir>/demonstrations/<task id>.jsonl`` (+ screenshots):
+        a warm-start demonstration (``warm_start.demonstrations.paths``) of a task in the export."""
+        from core.metrics import write_trajectories
+
+        path = self.run_dir / "demonstrations" / f"{trajectory.task_id}.jsonl"
+        write_trajectories(path, [trajectory], screenshots=True)
+        log.info("dry run saved as a demonstration", task_id=trajectory.task_id, path=str(path))
 
     async def _finish(self, state: CandidateState, status: str, stage: str, reason: str) -> None:
         v = state.validation

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
 from core.interfaces import Environment, EnvironmentBackend, JudgeExecutor, SynthesizerRole
-from core.types import Action, Judgement, Observation, Task
+from core.types import Action, Judgement, Observation, Task, Trajectory
 
 from plugins.synthesis.llm import Usage
 
@@ -73,6 +73,9 @@ class CheckReport:
     steps: int = 0
     findings: list[Finding] = field(default_factory=list)
     transcript: list[dict[str, Any]] = field(default_factory=list)
+    #: the dry run as a trajectory in the policy's own action format (responses re-written by the
+    #: environment's ``format_response``), with its observations: a demonstration once the judge scores 1
+    trajectory: Trajectory | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -126,6 +126,7 @@ def test_recipe_runs_every_stage_and_resumes_after_sigkill_without_redoing_a_sta
     assert rl_config["tasks"]["pass_rates"] == state["refine"]["outputs"]["pass_rates"]
     refine = state["refine"]["outputs"]
     assert refine["synthesized"] >= 1 and rl_config["tasks"]["paths"][-1] == refine["tasks_dir"]
+    assert len(list(Path(refine["demonstrations"]).glob("*.jsonl"))) == refine["synthesized"]  # dry runs
     records = MetricsLog(root / "rl").read()
     assert [r["iteration"] for r in records] == [0, 1, 2]
     assert "eval/success" not in records[1] and records[2]["eval/episodes"] == len(TASKS)  # run.eval_every=3

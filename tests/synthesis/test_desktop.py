@@ -134,3 +134,20 @@ def test_every_path_on_real_desktops(tmp_path, capsys):
     task = json.loads(next((tmp_path / "runs").rglob(f"tasks/os/{good.id}.json")).read_text())
     assert task["validation"]["execution_pass"] is True and task["validation"]["final_score"] == 1.0
     store.close()
+
+    # every accepted task's dry run is a warm-start demonstration in the policy's own format
+    from core.demonstrations import load_demonstrations
+    from core.tasks import load_tasks
+    from environments.local_desktop import LocalDesktopBackend, LocalDesktopOptions
+
+    backend = LocalDesktopBackend(LocalDesktopOptions())
+    export = next((tmp_path / "runs").rglob("tasks/os")).parent
+    tasks = {t.id: t for t in load_tasks([str(export)], convert=backend.convert_task)}
+    demo_dir = export.parent / "demonstrations"
+    assert sorted(p.stem for p in demo_dir.glob("*.jsonl")) == sorted(p.removesuffix(".json") for p in exported)
+    demos, report = load_demonstrations([str(demo_dir)], tasks=tasks, parse=backend.parse_response)
+    assert len(demos) == 3 and report.skipped == {}
+    good_demo = next(d for d in demos if d.task_id == good.id)
+    assert [a.type.value for t in good_demo.turns for a in t.actions][-1] == "done"
+    assert all(backend.parse_response(t.response_text) == t.actions for t in good_demo.turns)
+    assert good_demo.initial is not None and all(t.screenshot is not None for t in good_demo.turns[:-1])

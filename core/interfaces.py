@@ -97,6 +97,26 @@ class PolicyModel(abc.ABC):
         """Parameter-name prefixes of the vision tower (frozen during RL)."""
         return ("model.visual.", "visual.")
 
+    def model_inputs(self, input_ids: Sequence[Sequence[int]], images: Sequence[Sequence[Screenshot]], *,
+                     device: Any = "cpu") -> dict[str, Any]:
+        """Keyword inputs of :meth:`load`'s module for a batch of token-id rows (right-padded) and their
+        screenshots, with ``input_ids`` and ``attention_mask`` among them: what trainers feed forward."""
+        from core.errors import ScaleCUAError
+
+        raise ScaleCUAError(f"model family {type(self).__name__} does not build model inputs; trainers need "
+                            "PolicyModel.model_inputs")
+
+    def token_logprobs(self, module: Any, inputs: Mapping[str, Any], *, temperature: float,
+                       suppress_ids: Sequence[int] = (), positions: Any = None,
+                       chunk_size: int | None = None) -> Any:
+        """Teacher-forced log-probabilities ``[B, L]`` of ``inputs["input_ids"]`` under ``module`` (one of
+        :meth:`load`'s), at the rollout's sampling distribution (logits / temperature, ``suppress_ids`` at
+        -inf); 0 at position 0 and outside ``positions`` (bool ``[B, L]``) when given."""
+        from core.errors import ScaleCUAError
+
+        raise ScaleCUAError(f"model family {type(self).__name__} does not compute token logprobs; trainers need "
+                            "PolicyModel.token_logprobs")
+
     def model_directory(self, *, dtype: str = "float32") -> Path:
         """A Hugging Face directory (config, weights, tokenizer, processor) of this model, for engines and
         trainers that load from disk (vLLM, Megatron-Bridge): the model's own, or a freshly written one."""

@@ -66,16 +66,13 @@ def plan_micro_batches(
     return batches
 
 
-def micro_batch_tensors(renderer: Any, segments: Sequence[Segment], device: Any) -> tuple[dict[str, Any], Any, Any, Any]:
+def micro_batch_tensors(policy: Any, segments: Sequence[Segment], device: Any) -> tuple[dict[str, Any], Any, Any, Any]:
     """The model inputs of one micro-batch (right-padded rows, pixel values, positions) and, per token, the loss
     mask, the rollout logprobs and the advantage (each segment's, shared by all its tokens), all on ``device``.
     Position 0 is never predicted, so its mask is 0."""
     import torch
 
-    from plugins.qwen_vl.forward import build_model_inputs
-
-    inputs = build_model_inputs(renderer, [s.input_ids for s in segments], [list(s.images) for s in segments],
-                                device=device)
+    inputs = policy.model_inputs([s.input_ids for s in segments], [list(s.images) for s in segments], device=device)
     width = inputs["input_ids"].shape[1]
     mask = torch.zeros((len(segments), width), dtype=torch.float32)
     rollout = torch.zeros((len(segments), width), dtype=torch.float32)

@@ -79,8 +79,6 @@ class TorchTrainer(TrainerBackend):
 
     def __init__(self, options: TorchTrainerOptions, *, model: PolicyModel, algorithm: AlgorithmSection,
                  seed: int = 0, objective: str = "grpo") -> None:
-        from plugins.qwen_vl.renderer import QwenVLRenderer
-
         check_objective(objective)
         self.objective = objective
         if algorithm.entropy_coef != 0.0:
@@ -91,13 +89,13 @@ class TorchTrainer(TrainerBackend):
         self.options = options
         self.algorithm = algorithm
         self.seed = seed
+        missing = [m for m in ("model_inputs", "token_logprobs")
+                   if getattr(type(model), m) is getattr(PolicyModel, m)]
+        if missing:
+            raise TypeError(f"the torch trainer needs a model family that implements PolicyModel."
+                            f"{' and PolicyModel.'.join(missing)}; {type(model).__name__} does not")
         self.policy = model
         self.renderer = model.renderer()
-        if not isinstance(self.renderer, QwenVLRenderer):
-            raise TypeError(
-                f"the torch trainer drives Hugging Face Qwen-VL models; model family renderer "
-                f"{type(self.renderer).__name__} is not a QwenVLRenderer"
-            )
         self.device = _resolve_device(options.device)
         self.autocast_dtype = torch.bfloat16 if options.dtype == "bfloat16" else None
         started = time.perf_counter()
@@ -149,12 +147,10 @@ class TorchTrainer(TrainerBackend):
         return torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
 
     def _inputs(self, segments: Sequence[Segment]) -> tuple[dict[str, Any], torch.Tensor, torch.Tensor, torch.Tensor]:
-        return micro_batch_tensors(self.renderer, segments, self.device)
+        return micro_batch_tensors(self.policy, segments, self.device)
 
     def _logprobs(self, module: torch.nn.Module, inputs: dict[str, Any], mask: torch.Tensor) -> torch.Tensor:
-        from plugins.qwen_vl.forward import token_logprobs
-
-        return token_logprobs(
+        return self.policy.token_logprobs(
             module,
             inputs,
             temperature=self.algorithm.temperature,

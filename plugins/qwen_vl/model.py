@@ -205,6 +205,18 @@ class QwenVLModel(PolicyModel):
         info["image_processor"] = vars(self.image_processor.settings)
         return info
 
+    def model_inputs(self, input_ids: Any, images: Any, *, device: Any = "cpu") -> dict[str, Any]:
+        from plugins.qwen_vl.forward import build_model_inputs
+
+        return build_model_inputs(self.renderer(), input_ids, images, device=device)
+
+    def token_logprobs(self, module: Any, inputs: Any, *, temperature: float, suppress_ids: Any = (),
+                       positions: Any = None, chunk_size: int | None = None) -> Any:
+        from plugins.qwen_vl.forward import DEFAULT_CHUNK_SIZE, token_logprobs
+
+        return token_logprobs(module, dict(inputs), temperature=temperature, suppress_ids=suppress_ids,
+                              positions=positions, chunk_size=chunk_size or DEFAULT_CHUNK_SIZE)
+
     def model_directory(self, *, dtype: str = "float32") -> Path:
         """The configured directory, or (tiny models) this model written to a fresh temporary one."""
         if self.path is not None:

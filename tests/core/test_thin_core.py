@@ -65,14 +65,14 @@ def test_no_core_module_is_a_server():
     assert not servers, f"core modules that run servers: {sorted(servers)}; they belong in plugins/serving"
 
 
-def test_trainers_and_the_server_never_import_a_rollout_engine():
-    """Trainers reach a model through core's PolicyModel contract (e.g. model_directory), never through a
-    rollout engine's module; the server depends on core only, the rollout engines on it."""
+def test_trainers_and_the_server_reach_plugins_only_through_core_contracts():
+    """Trainers use a model only through core's PolicyModel (model_inputs, token_logprobs, model_directory, ...)
+    and import no plugin package; the server depends on core only, the rollout engines on it."""
     root = CORE_DIR.parent
     offenders = {}
-    for package in ("trainers", "plugins/serving"):
+    for package, banned in (("trainers", "plugins"), ("plugins/serving", "plugins.rollout")):
         for path in sorted((root / package).rglob("*.py")):
-            bad = sorted(m for m in imported_modules(path) if m.startswith("plugins.rollout"))
+            bad = sorted(m for m in imported_modules(path) if m == banned or m.startswith(banned + "."))
             if bad:
                 offenders[str(path.relative_to(root))] = bad
-    assert not offenders, f"imports of rollout-engine modules: {offenders}"
+    assert not offenders, f"imports past the contracts: {offenders}"

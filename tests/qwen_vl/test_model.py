@@ -108,6 +108,13 @@ def test_model_directory_is_the_configured_one_or_a_fresh_copy(tmp_path):
 
     with pytest.raises(ScaleCUAError, match="implement PolicyModel.model_directory"):
         Opaque().model_directory()
+    with pytest.raises(ScaleCUAError, match="PolicyModel.model_inputs"):
+        Opaque().model_inputs([[1, 2]], [[]])
+    from core.config import AlgorithmSection
+    from trainers.torch_backend import TorchTrainer, TorchTrainerOptions
+
+    with pytest.raises(TypeError, match="PolicyModel.model_inputs and PolicyModel.token_logprobs; Opaque does not"):
+        TorchTrainer(TorchTrainerOptions(device="cpu"), model=Opaque(), algorithm=AlgorithmSection())
 
 
 def test_directory_without_weights_builds_seeded_random_weights(tmp_path):

@@ -149,7 +149,7 @@ class MegatronTrainer(TrainerBackend):
     # -- forward ---------------------------------------------------------------------
 
     def _inputs(self, segments: Sequence[Segment]) -> tuple[dict[str, Any], Any, Any, Any]:
-        return micro_batch_tensors(self.renderer, segments, self.device)
+        return micro_batch_tensors(self.policy, segments, self.device)
 
     def _logprobs(self, chunk: Any, inputs: dict[str, Any], mask: Any) -> Any:
         import torch

@@ -67,11 +67,26 @@ def action_label(action: Mapping[str, Any]) -> str:
     return str(kind)
 
 
-def action_marks(actions: Iterable[Mapping[str, Any]]) -> str:
-    """SVG elements (0..1000 view box) for the actions of one turn, numbered in order."""
+def png_aspect(path: Path) -> float:
+    """Height / width of a PNG, from its header (1.0 when it cannot be read)."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(24)
+        width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+        return height / width if head[:8] == b"\x89PNG\r\n\x1a\n" and width else 1.0
+    except OSError:
+        return 1.0
+
+
+def action_marks(actions: Iterable[Mapping[str, Any]], aspect: float = 1.0) -> str:
+    """SVG elements for the actions of one turn, numbered in order, in a view box 1000 wide and
+    ``1000 * aspect`` high (grid y values are scaled by ``aspect``, so markers stay round)."""
     parts, label_y = [], 40
     for number, action in enumerate(actions, 1):
         kind, x, y = action.get("type"), action.get("x"), action.get("y")
+        y = None if y is None else round(y * aspect)
+        if action.get("start_y") is not None:
+            action = {**action, "start_y": round(action["start_y"] * aspect)}
         colour = POINT_MARKS.get(str(kind), "#111")
         if x is not None and y is not None:
             if action.get("start_x") is not None:
@@ -93,13 +108,14 @@ def action_marks(actions: Iterable[Mapping[str, Any]]) -> str:
     return "".join(parts)
 
 
-def _screenshot(path: str | None, actions: Iterable[Mapping[str, Any]], base: str) -> str:
+def _screenshot(path: str | None, actions: Iterable[Mapping[str, Any]], base: str, rollouts: Path) -> str:
     if not path:
         return '<div class="noshot">no screenshot saved (run.save_screenshots: true keeps them)</div>'
+    aspect = png_aspect(rollouts / path)
     return (f'<div class="shot"><img src="{html.escape(base + path)}" alt="screenshot">'
-            '<svg viewBox="0 0 1000 1000" preserveAspectRatio="none"><defs><marker id="arrow" markerWidth="6" '
-            'markerHeight="6" refX="3" refY="3" orient="auto"><path d="M0,0 L6,3 L0,6 z"/></marker></defs>'
-            f"{action_marks(actions)}</svg></div>")
+            f'<svg viewBox="0 0 1000 {round(1000 * aspect)}" preserveAspectRatio="none"><defs><marker id="arrow" '
+            'markerWidth="6" markerHeight="6" refX="3" refY="3" orient="auto"><path d="M0,0 L6,3 L0,6 z"/></marker>'
+            f"</defs>{action_marks(actions, aspect)}</svg></div>")
 
 
 def _judgement(record: Mapping[str, Any]) -> str:
@@ -111,7 +127,7 @@ def _judgement(record: Mapping[str, Any]) -> str:
     return text + (f"<pre>{html.escape(json.dumps(details, default=str)[:2000])}</pre>" if details else "")
 
 
-def episode_html(record: Mapping[str, Any], base: str) -> str:
+def episode_html(record: Mapping[str, Any], base: str, rollouts: Path) -> str:
     ok = bool(record.get("success"))
     head = (f'<h3 class="{"ok" if ok else "fail"}">{html.escape(str(record.get("task_id")))} — '
             f'{"success" if ok else "failure"}</h3><p>trajectory {html.escape(str(record.get("trajectory_id")))}, '
@@ -125,7 +141,7 @@ def episode_html(record: Mapping[str, Any], base: str) -> str:
         parsed = (f'<p class="fail">parse error: {html.escape(str(turn["parse_error"]))}</p>' if turn.get("parse_error")
                   else "<p>actions: " + html.escape("; ".join(action_label(a) for a in actions) or "none") + "</p>")
         feedback = " ".join(str(f) for f in (turn.get("feedback"), turn.get("loop_feedback")) if f)
-        turns.append(f'<div class="turn" data-turn="{turn.get("index")}">{_screenshot(seen, actions, base)}<div>'
+        turns.append(f'<div class="turn" data-turn="{turn.get("index")}">{_screenshot(seen, actions, base, rollouts)}<div>'
                      f'<b>turn {turn.get("index")}</b><pre>{html.escape(str(turn.get("response_text", "")))}</pre>'
                      f"{parsed}" + (f"<p>feedback: {html.escape(feedback)}</p>" if feedback else "") + "</div></div>")
         seen = turn.get("screenshot") or seen
@@ -156,7 +172,7 @@ def write_episode_pages(run_dir: Path) -> Path:
             per_task[str(r.get("task_id"))][1] += 1
         name = path.stem + ".html"
         (out / name).write_text(_page(f"{Path(run_dir).name}: {path.stem}",
-                                      "".join(episode_html(r, base) for r in records)), encoding="utf-8")
+                                      "".join(episode_html(r, base, rollouts) for r in records)), encoding="utf-8")
         rate = f"{successes / len(records):.0%}" if records else "-"
         rows.append(f'<tr><td><a href="{name}">{html.escape(path.stem)}</a></td><td>{len(records)}</td>'
                     f"<td>{successes}</td><td>{rate}</td></tr>")

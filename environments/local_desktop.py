@@ -354,8 +354,10 @@ class LocalDesktopBackend(EnvironmentBackend):
         last_action: Action | None,
     ) -> Judgement:
         from environments.judges.evaluate import evaluate
+        from environments.setup import run_setup_steps
 
-        return await evaluate(task, env, executor=executor, getters=getters, metrics=metrics, last_action=last_action)
+        return await evaluate(task, env, executor=executor, getters=getters, metrics=metrics, last_action=last_action,
+                              postconfig=run_setup_steps)
 
 
 def create_backend(options: LocalDesktopOptions, run_dir: Path | None = None, **_: Any) -> LocalDesktopBackend:

@@ -392,8 +392,10 @@ class ContainerBackend(EnvironmentBackend):
     async def evaluate(self, env: Environment, task: Task, *, executor: JudgeExecutor | None, getters: Any,
                        metrics: Any, last_action: Action | None) -> Judgement:
         from environments.judges.evaluate import evaluate
+        from environments.setup import run_setup_steps
 
-        return await evaluate(task, env, executor=executor, getters=getters, metrics=metrics, last_action=last_action)
+        return await evaluate(task, env, executor=executor, getters=getters, metrics=metrics, last_action=last_action,
+                              postconfig=run_setup_steps)
 
 
 def check_image(engine: Engine, image: str, how_to_get_it: str) -> None:

@@ -188,8 +188,9 @@ async def evaluate(
 ) -> Judgement:
     """Score ``env``'s final state for ``task`` (see the module docstring); never raises for judge failures.
 
-    ``postconfig`` runs ``task.evaluator.postconfig`` (default: the setup
-    runner of :mod:`environments.setup`). ``cache_dir`` keeps fetched files
+    ``postconfig`` runs ``task.evaluator.postconfig``: the backend passes its
+    setup runner (e.g. :func:`environments.setup.run_setup_steps`); a task with
+    postconfig steps and no runner is a crashed judgement. ``cache_dir`` keeps fetched files
     for inspection; by default they live in a temporary directory.
     """
     started = time.monotonic()
@@ -216,8 +217,9 @@ async def evaluate(
 async def _run_postconfig(env: Environment, steps: Sequence[SetupStep], runner: PostconfigRunner | None) -> None:
     if not steps:
         return
-    if runner is None:
-        from environments.setup import run_setup_steps as runner  # the same runner as task setup
+    if runner is None:  # the backend passes its setup runner (environments.setup): judges never import it
+        raise JudgeFailure(JudgementStatus.CRASHED, f"task has {len(steps)} postconfig step(s) but no runner was "
+                           "given: the environment backend must pass evaluate(..., postconfig=<its setup runner>)")
     await runner(env, steps)
 
 

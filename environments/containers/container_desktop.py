@@ -101,7 +101,9 @@ class ContainerDesktopBackend(ContainerBackend):
 
     async def soft_reset(self, slot: Slot) -> None:
         if not slot.info:  # the session's ready line names its own processes (read once, when first needed)
-            slot.info = self._ready_line(await asyncio.to_thread(slot.engine.logs, slot.container_id, tail=500,
+            # the whole log: the line comes first, and a long first episode (or a slow machine's many health
+            # checks) can push it out of any fixed tail
+            slot.info = self._ready_line(await asyncio.to_thread(slot.engine.logs, slot.container_id, tail="all",
                                                                  stderr=False))
         if not slot.info.get("pids"):
             raise EnvironmentFailure(f"{slot.name}: the container log has no session ready line, so its apps cannot "

@@ -285,7 +285,8 @@ class Engine:
         filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
         return {c["Id"]: str(c.get("State", "")).lower() for c in self.client.api.containers(all=True, filters=filters)}
 
-    def logs(self, container_id: str, *, tail: int = 50, stdout: bool = True, stderr: bool = True) -> str:
+    def logs(self, container_id: str, *, tail: int | str = 50, stdout: bool = True, stderr: bool = True) -> str:
+        """The container's output: the last ``tail`` lines, or all of it with ``tail="all"``."""
         import docker.errors
 
         try:

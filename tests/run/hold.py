@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Callable
@@ -74,3 +75,9 @@ def wait_for(condition: Callable[[], object], what: str, timeout_s: float = 600,
             pytest.fail(f"the run exited (code {child.returncode}) before {what}")
         time.sleep(0.2)
     pytest.fail(f"timed out waiting for {what}")
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 1800) -> subprocess.CompletedProcess:
+    """``python -m <args>`` in the repository root, output captured (the timeout only catches a hang)."""
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=Path(__file__).resolve().parents[2], env=env)

@@ -10,7 +10,6 @@ import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
-import pytest
 from PIL import Image
 
 from core.metrics import write_trajectories
@@ -84,12 +83,12 @@ def test_pages_show_every_episode_turn_action_and_judgement(tmp_path) -> None:
     assert page.images and all((pages / src).resolve().is_file() for src in page.images)
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs chromium (scripts/install.sh installs it)")
 def test_a_rendered_page_shows_the_screenshot_and_the_click_where_it_acted(tmp_path) -> None:
     run = tmp_path / "run"
     write_trajectories(run / "rollouts" / "eval_000000.jsonl", trajectories()[:1], screenshots=True)
     from core.episodes import write_episode_pages
 
+    assert shutil.which("chromium"), "needs chromium on PATH (scripts/install.sh installs it)"
     page = write_episode_pages(run).with_name("eval_000000.html")
     png = tmp_path / "page.png"
     subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",

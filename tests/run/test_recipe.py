@@ -21,7 +21,7 @@ from core.metrics import MetricsLog
 
 from ..synthesis.helpers import act, fenced, file_task, typed_then, verdict
 from ..synthesis.scripted_llm import Rule, ScriptedLLM
-from .hold import hold_plugin, wait_for
+from .hold import hold_plugin, run_cli, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"
@@ -78,10 +78,6 @@ def recipe_config(tmp_path: Path, server: ScriptedLLM | None) -> Path:
     path.write_text(yaml.safe_dump(config))
     return path
 
-
-def run_cli(*args: str, env: dict | None = None, timeout: float = 1800) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                          env=env)
 
 
 def recipe_root(tmp_path: Path) -> Path:

@@ -25,7 +25,7 @@ from core.demonstrations import DemonstrationError, demonstration_segments, load
 from core.envcheck import oracle_of
 from core.metrics import MetricsLog, write_trajectories
 
-from .hold import hold_plugin, wait_for
+from .hold import hold_plugin, run_cli, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"
@@ -51,10 +51,6 @@ def small_config(tmp_path: Path, **extra: object) -> Path:
     path.write_text(yaml.safe_dump(config))
     return path
 
-
-def run_cli(*args: str, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                          env=env)
 
 
 def only_run_dir(root: Path) -> Path:

@@ -188,7 +188,8 @@ class Session:
         probe_env = {**self.env, "SCALECUA_PROBE_TOKEN": a.token} if a.token else self.env
         probe = self._spawn(
             "probe", [sys.executable, "-m", "environments.probe", "--display", display, "--port", str(a.probe_port),
-                      "--host", a.probe_host, "--home", a.home],
+                      "--host", a.probe_host, "--home", a.home,
+                      *[arg for module in a.probe_routes for arg in ("--routes", module)]],
             env=probe_env, stdout=subprocess.PIPE,
         )
         assert probe.stdout is not None
@@ -260,6 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     # inside a container the probe listens on the container's network (with a token), e.g. 0.0.0.0:5000
     parser.add_argument("--probe-host", default="127.0.0.1", help="address the probe binds (default: loopback)")
     parser.add_argument("--probe-port", type=int, default=0, help="the probe's port (default 0: a free one)")
+    parser.add_argument("--probe-routes", action="append", default=[], metavar="MODULE",
+                        help="the probe also serves MODULE.ROUTES (repeatable)")
     return parser
 
 

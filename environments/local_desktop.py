@@ -68,6 +68,8 @@ class LocalDesktopOptions(BaseModel):
         "tool_call", description="how the agent writes actions (tool_call: ours; the others: OSWorld's)"
     )
     scienceboard_actions: bool = Field(False, description="offer ScienceBoard's answer and write_file actions")
+    probe_routes: list[str] = Field(default_factory=list, description="modules whose ROUTES the probe also serves "
+                                                                      "(e.g. environments.scienceboard.checkers)")
 
 
 def check_programs(options: LocalDesktopOptions) -> None:
@@ -113,6 +115,7 @@ class LocalDesktop(Environment):
                 "--runtime-dir", str(self.root / "runtime"), "--size", f"{o.width}x{o.height}x{o.depth}",
                 "--window-manager", o.window_manager, "--startup-timeout", str(o.startup_timeout_s),
                 *(["--accessibility"] if o.accessibility else []),
+                *[arg for module in o.probe_routes for arg in ("--probe-routes", module)],
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=log_file,
                 env={**os.environ, "SCALECUA_PROBE_TOKEN": self._token}, start_new_session=True,
             )

@@ -71,6 +71,8 @@ class Variant:
     #: mmdebstrap variant: essential (no apt in the image) or apt (derived images can apt-get install)
     base: str = "essential"
     description: str = ""
+    #: project modules the image carries besides the probe's (e.g. probe endpoint extensions, see --routes)
+    modules: tuple[str, ...] = ()
 
 
 VARIANTS = {
@@ -89,6 +91,7 @@ VARIANTS = {
         COMMON_PACKAGES + ("openbox", "at-spi2-core", "python3-pyatspi", "xdg-utils", "kalgebra", "texstudio",
                            "texlive-latex-base", "grass-gui"),
         "openbox", base="apt", description="KAlgebra, TeXstudio (+ pdflatex, bibtex), GRASS GIS; AT-SPI on",
+        modules=("environments.scienceboard.checkers",),  # /tex/check, /lean/check (probe_routes)
     ),
 }
 
@@ -259,10 +262,10 @@ def copy_distributions(dists: Sequence[metadata.Distribution], site: Path, suite
 
 
 def prepare_context(context: Path, *, containerfile: Path, suite: str,
-                    distributions: Iterable[str] = PROBE_DISTRIBUTIONS) -> str:
+                    distributions: Iterable[str] = PROBE_DISTRIBUTIONS, modules: Sequence[str] = ()) -> str:
     """Fill ``context`` (Containerfile, app/, site/); returns a hash of everything in it."""
     shutil.copy2(containerfile, context / "Containerfile")
-    for relative in project_files():
+    for relative in project_files((*PROBE_MODULES, *modules)):
         target = context / "app" / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO_ROOT / relative, target)
@@ -291,7 +294,8 @@ def build_image(variant_name: str = "full", *, engine_cli: str = "podman", suite
     with tempfile.TemporaryDirectory(prefix="scalecua-image-") as scratch:
         context = Path(scratch)
         t0 = time.monotonic()
-        digest = prepare_context(context, containerfile=IMAGE_DIR / "Containerfile", suite=suite)
+        digest = prepare_context(context, containerfile=IMAGE_DIR / "Containerfile", suite=suite,
+                                 modules=variant.modules)
         digest = _digest([digest.encode(), base.encode(), variant.window_manager.encode()])
         tag = f"{IMAGE_REPOSITORY}:{variant_name}-{digest[:12]}"
         timings["context_s"] = round(time.monotonic() - t0, 2)

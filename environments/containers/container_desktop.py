@@ -49,6 +49,8 @@ class ContainerDesktopOptions(ContainerPoolOptions):
     accessibility: bool = Field(False, description="let apps export AT-SPI trees (slower app start)")
     startup_timeout_s: float = Field(60.0, gt=0, description="limit for one container to boot and answer")
     shm_size: str | None = Field("512m", description="/dev/shm size (Chromium needs more than the default 64m)")
+    probe_routes: list[str] = Field(default_factory=list, description="modules whose ROUTES the probe also serves "
+                                                                      "(the image must carry them)")
 
 
 class ContainerDesktopBackend(ContainerBackend):
@@ -79,6 +81,8 @@ class ContainerDesktopBackend(ContainerBackend):
             environment["SCALECUA_WINDOW_MANAGER"] = o.window_manager
         if o.accessibility:
             environment["SCALECUA_ACCESSIBILITY"] = "1"
+        if o.probe_routes:
+            environment["SCALECUA_PROBE_ROUTES"] = ",".join(o.probe_routes)
         return ContainerSpec(
             image=o.image, name=name, labels=self.labels(), environment=environment, port=self.port,
             ulimits=dict(o.ulimits), runtime=o.runtime, network=o.network, memory=o.memory, cpus=o.cpus,

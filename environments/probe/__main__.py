@@ -1,4 +1,9 @@
-"""``python -m environments.probe --display :N --port P [--host H] [--token T] [--home DIR]``.
+"""``python -m environments.probe --display :N --port P [--host H] [--token T] [--home DIR] [--routes MODULE]``.
+
+``--routes MODULE`` (repeatable; default ``$SCALECUA_PROBE_ROUTES``, comma-separated) serves the endpoints
+of ``MODULE.ROUTES`` besides the probe's own: that is how a plugin adds in-desktop endpoints (ScienceBoard's
+``/tex/check`` and ``/lean/check`` come from :mod:`environments.scienceboard.checkers`) without the probe
+importing it.
 
 Prints one JSON line ``{"probe": "ready", "host", "port", "display"}`` on
 stdout once it accepts connections (``--port 0`` picks a free port, so
@@ -8,12 +13,13 @@ whoever starts it learns the port without racing for one).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import signal
 import sys
 import threading
-from typing import Sequence
+from typing import Any, Sequence
 
 from core import logs
 from environments.probe.desktop import Desktop
@@ -30,7 +36,41 @@ def build_parser() -> argparse.ArgumentParser:
                         help="require 'Authorization: Bearer TOKEN' (default: $SCALECUA_PROBE_TOKEN)")
     parser.add_argument("--home", default=os.environ.get("HOME"), help="the desktop user's home directory")
     parser.add_argument("--python", default=sys.executable, help="interpreter for /run_python")
+    parser.add_argument("--routes", action="append", metavar="MODULE",
+                        help="also serve MODULE.ROUTES (repeatable; default: $SCALECUA_PROBE_ROUTES, comma-separated)")
     return parser
+
+
+class RoutesError(ValueError):
+    """An extension module named by ``--routes`` cannot be served."""
+
+
+def extension_routes(modules: Sequence[str]) -> dict[tuple[str, str], Any]:
+    """The endpoints of each module's ``ROUTES`` mapping, checked against the probe's own and each other's."""
+    merged: dict[tuple[str, str], Any] = {}
+    owner = {key: "the probe" for key in ROUTES}
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            raise RoutesError(f"--routes {name}: cannot import it ({exc}); name a module importable by the probe's "
+                              "Python (in a container image: one the image's variant carries)") from None
+        table = getattr(module, "ROUTES", None)
+        if not isinstance(table, dict) or not all(
+                isinstance(k, tuple) and len(k) == 2 and callable(v) for k, v in table.items()):
+            raise RoutesError(f"--routes {name}: the module has no ROUTES mapping of (method, path) -> handler")
+        for key, handler in table.items():
+            if key in owner:
+                raise RoutesError(f"--routes {name}: {key[0]} {key[1]} is already served by {owner[key]}")
+            owner[key] = name
+            merged[key] = handler
+    return merged
+
+
+def _route_modules(args: argparse.Namespace) -> list[str]:
+    if args.routes is not None:
+        return list(args.routes)
+    return [m.strip() for m in os.environ.get("SCALECUA_PROBE_ROUTES", "").split(",") if m.strip()]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -50,11 +90,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not os.path.isdir(home):
         print(f"probe: --home {home} is not a directory", file=sys.stderr)
         return 2
+    try:
+        routes = {**ROUTES, **extension_routes(_route_modules(args))}
+    except RoutesError as exc:
+        print(f"probe: {exc}", file=sys.stderr)
+        return 2
     # the probe's children (apps, commands) see the desktop's display and home
     os.environ.update({"DISPLAY": args.display, "HOME": home})
-    state = ProbeState(desktop=Desktop(args.display), home=home, env=dict(os.environ), python=args.python)
+    state = ProbeState(desktop=Desktop(args.display), home=home, env=dict(os.environ), python=args.python,
+                       routes=routes)
     try:
-        server = ProbeHTTPServer((args.host, args.port), ROUTES, state, args.token)
+        server = ProbeHTTPServer((args.host, args.port), routes, state, args.token)
     except OSError as exc:
         print(f"probe: cannot bind {args.host}:{args.port}: {exc.strerror}", file=sys.stderr)
         return 2

@@ -24,7 +24,6 @@ from environments.probe import accessibility, files
 from environments.probe.desktop import ActionRejected, Desktop, resolve_path
 from environments.probe.processes import Launcher, run_command
 from environments.probe.server import HTTPError, Request, Response, json_response, text_response
-from environments.scienceboard import checkers as scienceboard_checkers
 
 EXECUTE_TIMEOUT_S = 120.0
 RUN_PYTHON_TIMEOUT_S = 30.0
@@ -40,6 +39,8 @@ class ProbeState:
     home: str
     env: dict[str, str]
     python: str = sys.executable
+    #: every endpoint served, extensions included (set by whoever starts the server; default: the probe's own)
+    routes: dict[tuple[str, str], Any] | None = None
     launcher: Launcher = field(init=False)
 
     def __post_init__(self) -> None:
@@ -104,7 +105,7 @@ def _execute(state: ProbeState, req: Request, data: dict[str, Any]) -> dict[str,
 
 def index(state: ProbeState, req: Request) -> Response:
     return json_response({"service": "scalecua-probe", "display": state.desktop.display, "endpoints": sorted(
-        f"{m} {p}" for m, p in ROUTES)})
+        f"{m} {p}" for m, p in (state.routes or ROUTES))})
 
 
 def screenshot(state: ProbeState, req: Request) -> Response:
@@ -327,5 +328,4 @@ ROUTES: dict[tuple[str, str], Any] = {
     ("POST", "/setup/activate_window"): activate_window,
     ("POST", "/setup/close_window"): close_window,
     **files.ROUTES,
-    **scienceboard_checkers.ROUTES,  # ScienceBoard's /tex/check and /lean/check
 }

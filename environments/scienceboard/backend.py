@@ -35,6 +35,9 @@ from environments.setup import SetupContext, SetupError
 
 log = structlog.get_logger(__name__)
 
+#: the module whose ROUTES the desktops' probes serve for ScienceBoard's checkers (see ``probe --routes``)
+CHECKER_ROUTES = "environments.scienceboard.checkers"
+
 #: what each application is, for the system prompt
 APPLICATIONS = {
     "KAlgebra": "KAlgebra, a graphing calculator (console on the Calculator tab, plots on the 2D/3D Graph tabs)",
@@ -277,6 +280,10 @@ def create_backend(options: ScienceBoardOptions, run_dir: Path | None = None, **
     desktop_options = dict(options.desktop.options)
     if options.max_environments is not None:
         desktop_options["max_environments"] = options.max_environments
+    if "probe_routes" in registry.get(options.desktop.name).options_model.model_fields:
+        # the desktops' probes serve ScienceBoard's /tex/check and /lean/check (the probe never imports them)
+        routes = list(desktop_options.get("probe_routes") or [])
+        desktop_options["probe_routes"] = routes + [m for m in (CHECKER_ROUTES,) if m not in routes]
     try:
         desktops = registry.create(options.desktop.name, desktop_options, run_dir=run_dir, **context)
     except ScaleCUAError:

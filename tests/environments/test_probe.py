@@ -146,6 +146,29 @@ def test_refuses_to_bind_beyond_loopback_without_a_token(desktop: DesktopSession
     assert "refusing to bind 0.0.0.0 without a token" in proc.stderr
 
 
+def test_the_probe_serves_only_its_own_endpoints_unless_given_extension_routes(desktop: DesktopSession) -> None:
+    status, body = raw_request(desktop, "GET", "/")
+    endpoints = json.loads(body)["endpoints"]
+    assert status == 200 and "POST /execute" in endpoints
+    assert not any(e.endswith("/tex/check") for e in endpoints), "ScienceBoard's checkers are an extension"
+    assert raw_request(desktop, "POST", "/tex/check", b"{}")[0] == 404
+
+
+@pytest.mark.parametrize(("module", "message"), [
+    ("environments.no_such_module", "--routes environments.no_such_module: cannot import it"),
+    ("environments.probe.files", None),  # collides with the probe's own endpoints (files.ROUTES is built in)
+    ("json", "--routes json: the module has no ROUTES mapping"),
+])
+def test_extension_routes_that_cannot_be_served_stop_the_probe_with_the_reason(
+        desktop: DesktopSession, module: str, message: str | None) -> None:
+    proc = subprocess.run([sys.executable, "-m", "environments.probe", "--display", desktop.display, "--port", "0",
+                           "--routes", module], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(desktop.home)})
+    assert proc.returncode == 2, proc.stderr
+    assert (message or "is already served by the probe") in proc.stderr
+    assert proc.stdout == ""  # no ready line: whoever started it learns it failed
+
+
 # -- commands -----------------------------------------------------------------------------------
 
 

@@ -13,9 +13,21 @@ import stat
 import pytest
 
 from environments.client import ProbeError
-from tests.environments.desktop_fixtures import desktop  # noqa: F401 (module-scoped fixture)
+from tests.environments.desktop_fixtures import start_session, stop_session
 
 pytestmark = pytest.mark.desktop
+
+
+@pytest.fixture(scope="module")
+def desktop(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A real desktop session whose probe serves the checkers as an extension (``--probe-routes``)."""
+    session = start_session(tmp_path_factory.mktemp("desktop"),
+                            extra_args=("--probe-routes", "environments.scienceboard.checkers"))
+    try:
+        yield session
+    finally:
+        stop_session(session)
+
 
 GOOD = "\\documentclass{article}\n\\begin{document}\nHello \\textbf{world}.\n\\end{document}\n"
 BROKEN = "\\documentclass{article}\n\\begin{document}\n\\begin{itemize}\n\\item one\n\\end{document}\n"
@@ -31,14 +43,14 @@ def write(home, relative: str, text: str) -> None:
     path.write_text(text)
 
 
-def test_tex_check_compiles_without_leaving_files_behind(desktop) -> None:  # noqa: F811
+def test_tex_check_compiles_without_leaving_files_behind(desktop) -> None:
     write(desktop.home, "doc/main.tex", GOOD)
     result = desktop.run(lambda c: c.tex_check("~/doc", "main"))
     assert result["pass"] is True
     assert sorted(os.listdir(desktop.home / "doc")) == ["main.tex"]  # build outputs went to a scratch directory
 
 
-def test_tex_check_reports_the_failing_step_and_the_log(desktop) -> None:  # noqa: F811
+def test_tex_check_reports_the_failing_step_and_the_log(desktop) -> None:
     write(desktop.home, "broken/main.tex", BROKEN)
     result = desktop.run(lambda c: c.tex_check("~/broken", "main"))
     assert result["pass"] is False and result["step"] == "pdflatex" and result["returncode"] != 0
@@ -47,7 +59,7 @@ def test_tex_check_reports_the_failing_step_and_the_log(desktop) -> None:  # noq
     assert missing["pass"] is False and "no such file" in missing["log"]
 
 
-def test_tex_check_runs_bibtex_when_asked(desktop) -> None:  # noqa: F811
+def test_tex_check_runs_bibtex_when_asked(desktop) -> None:
     write(desktop.home, "bib/main.tex", CITING)
     write(desktop.home, "bib/refs.bib", REFS)
     write(desktop.home, "nobib/main.tex", CITING_NO_BIB)
@@ -58,7 +70,7 @@ def test_tex_check_runs_bibtex_when_asked(desktop) -> None:  # noqa: F811
     assert desktop.run(lambda c: c.tex_check("~/nobib", "main", bibtex=False))["pass"] is True
 
 
-def test_tex_check_refuses_paths_in_the_file_name(desktop) -> None:  # noqa: F811
+def test_tex_check_refuses_paths_in_the_file_name(desktop) -> None:
     with pytest.raises(ProbeError) as info:
         desktop.run(lambda c: c.tex_check("~", "../etc/passwd"))
     assert info.value.status_code == 400 and "without directories" in info.value.reason
@@ -74,7 +86,7 @@ echo "Build completed successfully."
 THEOREM = "theorem add_comm' (a b : Nat) : a + b = b + a := by"
 
 
-def test_lean_check_without_a_toolchain_says_what_is_missing(desktop) -> None:  # noqa: F811
+def test_lean_check_without_a_toolchain_says_what_is_missing(desktop) -> None:
     with pytest.raises(ProbeError) as info:
         desktop.run(lambda c: c.lean_check(THEOREM))
     assert info.value.status_code == 501 and "no Lean toolchain" in info.value.reason
@@ -85,7 +97,7 @@ def test_lean_check_without_a_toolchain_says_what_is_missing(desktop) -> None:  
     ("  exact Nat.add_comm a b\n", True),
     ("  exact rfl_wrong\n", False),               # does not build
 ])
-def test_lean_check_with_a_lake_build(desktop, proof: str, passed: bool) -> None:  # noqa: F811
+def test_lean_check_with_a_lake_build(desktop, proof: str, passed: bool) -> None:
     lake = desktop.home / ".elan" / "bin" / "lake"
     lake.parent.mkdir(parents=True, exist_ok=True)
     lake.write_text(LAKE)

@@ -44,6 +44,16 @@ def test_the_pool_size_reaches_the_desktop_backend(backend) -> None:  # type: ig
     assert backend.desktops.options.max_environments == 1 and backend.desktops.options.accessibility is True
 
 
+def test_the_desktops_probes_serve_the_checkers_as_an_extension(backend, plugins) -> None:  # type: ignore[no-untyped-def]
+    assert backend.desktops.options.probe_routes == ["environments.scienceboard.checkers"]
+    mine = plugins.registry("environment").create("scienceboard", {"desktop": {
+        "name": "local-desktop", "options": {"probe_routes": ["my_plugin.routes", "environments.scienceboard.checkers"]}}})
+    try:  # the user's own extensions stay, the checkers are not added twice
+        assert mine.desktops.options.probe_routes == ["my_plugin.routes", "environments.scienceboard.checkers"]
+    finally:
+        asyncio.run(mine.close())
+
+
 def test_tasks_of_both_formats_load(backend) -> None:  # type: ignore[no-untyped-def]
     native = backend.convert_task({"id": "t", "type": "KAlgebra", "steps": 3, "instruction": "i",
                                    "evaluate": [{"type": "stop", "value": "DONE"}]})

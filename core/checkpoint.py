@@ -51,7 +51,7 @@ def checkpoint_name(iteration: int) -> str:
     return f"iter_{iteration:06d}"
 
 
-def _iteration_of(path: Path) -> int | None:
+def iteration_of(path: Path) -> int | None:
     match = _NAME.match(path.name)
     return int(match.group(1)) if match else None
 
@@ -63,7 +63,7 @@ def list_complete(run_dir: Path | str) -> list[Path]:
         return []
     found: list[tuple[int, Path]] = []
     for path in root.iterdir():
-        iteration = _iteration_of(path)
+        iteration = iteration_of(path)
         if iteration is None or not path.is_dir():
             continue
         if not (path / COMPLETE_MARKER).is_file():

@@ -136,7 +136,8 @@ async def run_episode(
                 )
             )
             context.add_response(generation.ids, generation.logprobs, generation.text)
-            turn = Turn(index, generation.text, list(generation.ids), list(generation.logprobs))
+            turn = Turn(index, generation.text, list(generation.ids), list(generation.logprobs),
+                        weight_version=generation.weight_version)
             traj.turns.append(turn)
             try:
                 actions = deps.backend.parse_response(generation.text)

@@ -27,7 +27,8 @@ from core import checkpoint, logs, rundir
 from core.cli import config_parser, main_guard
 from core.config import load_config
 from core.errors import CheckpointError
-from core.loop import build_components, sync_weights
+from core.loop import build_components
+from core.weight_sync import sync_weights
 from core.metrics import write_rollouts
 from core.rollouts import collect_groups
 from core.types import RolloutGroup, Task
@@ -107,7 +108,7 @@ async def evaluate(resolved: Any, plugins: Any, run_dir: Path, *, ckpt: Path | N
                 if not (ckpt / checkpoint.COMPLETE_MARKER).is_file():
                     raise CheckpointError(f"{ckpt} is not a complete checkpoint directory (no COMPLETE marker)")
                 trainer.load(ckpt / "trainer")
-                sync_weights(trainer, c.engine)
+                sync_weights(trainer, c.engine, checkpoint.iteration_of(ckpt) or 0)
             finally:
                 trainer.close()
         results, stats = await collect_groups(

@@ -31,6 +31,7 @@ from core.pluginmanager import Plugins
 from core.rollouts import collect_groups
 from core.tasks import load_tasks
 from core.types import RolloutGroup, Task, Trajectory
+from core.weight_sync import sync_weights
 
 log = structlog.get_logger(__name__)
 
@@ -117,15 +118,6 @@ def raise_empty(paths: list[str]) -> None:
                        "files or directories, e.g. package:environments.tasks/osworld"])
 
 
-def sync_weights(trainer: Any, engine: Any) -> int:
-    """Push the trainer's weights to the rollout engine in buckets; returns the number of tensors."""
-    count = 0
-    for bucket in trainer.export_weights():
-        engine.update_weights(bucket)
-        count += len(bucket)
-    return count
-
-
 class TrainingRun:
     def __init__(self, resolved: ResolvedConfig, plugins: Plugins, run_dir: Path) -> None:
         self.resolved = resolved
@@ -192,7 +184,7 @@ class TrainingRun:
         self.rng_at_completion = checkpoint.capture_rng()
         dropped = self.metrics_log.truncate_from(self.completed)
         log.info("resumed", checkpoint=str(restored.path), next_iteration=self.completed, dropped_metrics=dropped)
-        sync_weights(c.trainer, c.engine)
+        sync_weights(c.trainer, c.engine, self.completed)
 
     # -- the loop ----------------------------------------------------------------
 
@@ -256,7 +248,7 @@ class TrainingRun:
             with timer.phase("train"):
                 metrics.update({f"train/{k}": v for k, v in c.trainer.train_step(segments).items()})
             with timer.phase("weight_sync"):
-                sync_weights(c.trainer, c.engine)
+                sync_weights(c.trainer, c.engine, it + 1)  # the version: optimizer steps the weights reflect
         else:
             log.warning("no trainable segments this iteration", iteration=it)
         write_rollouts(self.run_dir, it, kept, screenshots=self.cfg.run.save_screenshots)
@@ -292,7 +284,7 @@ class TrainingRun:
                 known = self.known_pass_rates(c)
                 if c.sampler.initial_pass_rollouts > 0:
                     await self.initial_pass(c, known)
-                sync_weights(c.trainer, c.engine)
+                sync_weights(c.trainer, c.engine, self.completed)
             self.rng_at_completion = checkpoint.capture_rng()
             while self.completed < self.cfg.run.iterations:
                 started = time.perf_counter()

@@ -134,6 +134,7 @@ def trajectory_record(traj: Trajectory, screenshot_paths: Mapping[int | str, str
                 "loop_feedback": turn.feedback,
                 "screenshot": shots.get(turn.index),
                 "duration_s": round(turn.duration_s, 3),
+                "weight_version": turn.weight_version,
             }
             for turn in traj.turns
         ],

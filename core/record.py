@@ -35,6 +35,9 @@ log = structlog.get_logger(__name__)
 REQUIRED_SLOTS = ("model", "environment", "segmenter", "rollout", "judge")
 
 
+NO_WEIGHTS = "a scripted policy has no weights to update"
+
+
 class ScriptedPolicy(RolloutEngine):
     """A policy that answers each turn with the next of a fixed list of responses (an oracle's actions)."""
 
@@ -52,8 +55,19 @@ class ScriptedPolicy(RolloutEngine):
         ids = [*self.renderer.encode_text(text), self.renderer.stop_ids[0]]
         return Generation(ids=ids, logprobs=[0.0] * len(ids), text=text, finish_reason="stop")
 
+    weight_version = None  # no weights: never synced
+
+    def begin_weight_update(self, version: int) -> None:
+        raise TypeError(NO_WEIGHTS)
+
     def update_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
-        raise TypeError("a scripted policy has no weights to update")
+        raise TypeError(NO_WEIGHTS)
+
+    def commit_weight_update(self) -> None:
+        raise TypeError(NO_WEIGHTS)
+
+    def abort_weight_update(self) -> None:
+        return None  # nothing was begun
 
 
 def oracle_responses(task: Task, backend: Any) -> list[str]:

@@ -249,6 +249,8 @@ class Turn:
     #: environment's text is ``observation.text``. None after the last turn.
     feedback: str | None = None
     duration_s: float = 0.0
+    #: the rollout engine's weight version the response was sampled with (None: never-synced weights, scripted)
+    weight_version: int | None = None
 
 
 class JudgementStatus(str, enum.Enum):

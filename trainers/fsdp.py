@@ -38,10 +38,10 @@ from core.config import AlgorithmSection
 from core.errors import CheckpointError
 from core.interfaces import PolicyModel
 from core.types import Segment
+from core.weight_sync import iter_buckets
 from trainers.batching import MicroBatch
 from trainers.objective import StepStats
 from trainers.torch_backend import TorchTrainer, TorchTrainerOptions
-from trainers.weights import iter_buckets
 
 log = structlog.get_logger(__name__)
 

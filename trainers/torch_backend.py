@@ -31,10 +31,11 @@ from core.config import AlgorithmSection
 from core.errors import CheckpointError
 from core.interfaces import PolicyModel, TrainerBackend
 from core.types import Segment
+from core.weight_sync import iter_buckets
 from trainers.batching import MicroBatch, micro_batch_tensors, plan_micro_batches
 from trainers.objective import StepStats, check_objective, count_trainable_tokens, token_loss
 from trainers.policy import policy_suppressed_ids
-from trainers.weights import freeze_vision_tower, iter_buckets
+from trainers.weights import freeze_vision_tower
 
 log = structlog.get_logger(__name__)
 

@@ -1,8 +1,8 @@
-"""Which parameters train (the language model) and how weights travel to the rollout engine."""
+"""Which parameters train: the language model (the vision tower is frozen). Buckets: :mod:`core.weight_sync`."""
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Sequence
+from typing import Sequence
 
 import torch
 
@@ -31,20 +31,3 @@ def freeze_vision_tower(model: torch.nn.Module, vision_prefixes: Sequence[str]) 
     for _, param in language:
         param.requires_grad_(True)
     return language
-
-
-def iter_buckets(named: Iterable[tuple[str, torch.Tensor]], bucket_bytes: int) -> Iterator[list[tuple[str, torch.Tensor]]]:
-    """Group (name, tensor) pairs into lists of at most ``bucket_bytes`` (a larger tensor travels alone)."""
-    if bucket_bytes < 1:
-        raise ValueError(f"bucket_bytes must be >= 1, got {bucket_bytes}")
-    bucket: list[tuple[str, torch.Tensor]] = []
-    size = 0
-    for name, tensor in named:
-        nbytes = tensor.numel() * tensor.element_size()
-        if bucket and size + nbytes > bucket_bytes:
-            yield bucket
-            bucket, size = [], 0
-        bucket.append((name, tensor))
-        size += nbytes
-    if bucket:
-        yield bucket

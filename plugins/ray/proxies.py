@@ -24,6 +24,7 @@ from core.interfaces import (
     TrainerBackend,
 )
 from core.types import Action, Judgement, Observation, Segment, Task
+from core.weight_sync import WeightSession
 
 log = structlog.get_logger(__name__)
 
@@ -80,6 +81,7 @@ class RayRolloutEngine(RolloutEngine):
     def __init__(self, workers: Sequence[Any]) -> None:
         self.workers = list(workers)
         self.in_flight = [0] * len(self.workers)
+        self._weights = WeightSession("ray rollout engines")
 
     async def generate(self, request: GenerationRequest) -> Generation:
         index = min(range(len(self.workers)), key=lambda i: (self.in_flight[i], i))
@@ -89,10 +91,33 @@ class RayRolloutEngine(RolloutEngine):
         finally:
             self.in_flight[index] -= 1
 
+    @property
+    def weight_version(self) -> int | None:
+        return self._weights.version
+
+    def begin_weight_update(self, version: int) -> None:
+        self._weights.begin(version)
+        try:
+            _ray().get([w.begin_weight_update.remote(version) for w in self.workers])
+        except BaseException:
+            self.abort_weight_update()
+            raise
+
     def update_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
+        self._weights.bucket()
         ray = _ray()
         bucket = ray.put(list(weights))
         ray.get([w.update_weights.remote(bucket) for w in self.workers])
+
+    def commit_weight_update(self) -> None:
+        self._weights.bucket()
+        _ray().get([w.commit_weight_update.remote() for w in self.workers])
+        self._weights.commit()
+
+    def abort_weight_update(self) -> None:
+        """Every worker ends its session (those that never began one ignore it)."""
+        self._weights.abort()
+        _ray().get([w.abort_weight_update.remote() for w in self.workers])
 
     async def close(self) -> None:
         await asyncio.gather(*(w.close.remote() for w in self.workers), return_exceptions=True)

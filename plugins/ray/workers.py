@@ -96,9 +96,18 @@ class RolloutWorker:
     async def generate(self, request: GenerationRequest) -> Any:
         return await self.engine.generate(request)
 
+    async def begin_weight_update(self, version: int) -> None:
+        self.engine.begin_weight_update(version)
+
     async def update_weights(self, bucket: list[tuple[str, Any]]) -> int:
         self.engine.update_weights(bucket)
         return len(bucket)
+
+    async def commit_weight_update(self) -> None:
+        self.engine.commit_weight_update()
+
+    async def abort_weight_update(self) -> None:
+        self.engine.abort_weight_update()
 
     async def close(self) -> None:
         await self.engine.close()

@@ -10,7 +10,10 @@ Logprobs follow :mod:`trainers.policy`: the logprob of the sampled token under
 ``softmax(logits / temperature)`` with the suppressed ids (vision and other
 special tokens, never the stop tokens) removed, which is exactly what the
 ``torch`` trainer recomputes, so the importance ratio starts at 1.
-Weights arrive from the trainer in buckets and are copied in place: no disk.
+Weights arrive from the trainer in weight-sync sessions (:mod:`core.weight_sync`) and are copied in place,
+no disk: a session holds the generation lock from begin to commit (an in-flight batch finishes first, new ones
+wait), so no generation ever sees half-updated weights; an aborted session leaves the engine refusing to
+generate until a later session commits.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.interfaces import Generation, GenerationRequest, PolicyModel, RolloutEngine
+from core.weight_sync import WeightSession, WeightSyncError
 
 log = structlog.get_logger(__name__)
 
@@ -92,7 +96,8 @@ class HFRolloutEngine(RolloutEngine):
         self._seeds = itertools.count(seed * 1_000_003)
         self._pending: list[_Pending] = []
         self._worker: asyncio.Task[None] | None = None
-        self.weight_version = 0
+        self._weights = WeightSession("hf engine")
+        self._partial = False  # an aborted session copied some buckets in
         self.stats = {"batches": 0, "requests": 0, "max_batch": 0}
 
     # -- RolloutEngine --------------------------------------------------------
@@ -107,10 +112,20 @@ class HFRolloutEngine(RolloutEngine):
             self._worker = loop.create_task(self._drain())
         return await pending.future
 
+    @property
+    def weight_version(self) -> int | None:
+        return self._weights.version
+
+    def begin_weight_update(self, version: int) -> None:
+        self._weights.begin(version)
+        self._lock.acquire()  # generation pauses until commit or abort
+
     def update_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
         import torch
 
-        with self._lock, torch.no_grad():
+        self._weights.bucket()
+        self._partial = True
+        with torch.no_grad():
             for name, tensor in weights:
                 param = self._params.get(name)
                 if param is None:
@@ -120,7 +135,17 @@ class HFRolloutEngine(RolloutEngine):
                     raise ValueError(f"hf engine: weight {name!r} has shape {tuple(tensor.shape)}, expected "
                                      f"{tuple(param.shape)}")
                 param.copy_(tensor.to(device=param.device, dtype=param.dtype))
-            self.weight_version += 1
+
+    def commit_weight_update(self) -> None:
+        self._weights.commit()
+        self._partial = False
+        self._lock.release()
+
+    def abort_weight_update(self) -> None:
+        if self._weights.pending is None:
+            return
+        self._weights.abort()
+        self._lock.release()
 
     async def close(self) -> None:
         if self._worker is not None:
@@ -165,7 +190,14 @@ class HFRolloutEngine(RolloutEngine):
         with self._lock:
             if self.model is None:
                 raise RuntimeError("hf engine is closed")
-            return self.generate_batch(requests, seeds)
+            if self._partial:
+                raise WeightSyncError("hf engine: a weight-sync session was aborted after copying some weights in; "
+                                      "sync the weights again (a new session) before generating")
+            version = self._weights.version
+            results = self.generate_batch(requests, seeds)
+        for result in results:
+            result.weight_version = version
+        return results
 
     # -- the sampling loop ----------------------------------------------------
 

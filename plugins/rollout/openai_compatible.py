@@ -134,14 +134,31 @@ class OpenAICompatibleEngine(RolloutEngine):
                              "use 'generate' (vLLM >= 0.20) or 'chat'")
         client, semaphore = self._async_client()
         async with semaphore:
+            version = self.weight_version  # the server pauses for updates: a request started now samples this one
             if api == "completions":
-                return await self._via_completions(client, request)
-            if api == "generate":
-                return await self._via_generate(client, request, runs)
-            return await self._via_chat(client, request)
+                generation = await self._via_completions(client, request)
+            elif api == "generate":
+                generation = await self._via_generate(client, request, runs)
+            else:
+                generation = await self._via_chat(client, request)
+        generation.weight_version = version
+        return generation
+
+    @property
+    def weight_version(self) -> int | None:
+        return self.weights.version
+
+    def begin_weight_update(self, version: int) -> None:
+        self.weights.begin(version)
 
     def update_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
-        self.weights.update(weights)
+        self.weights.send(weights)
+
+    def commit_weight_update(self) -> None:
+        self.weights.commit()
+
+    def abort_weight_update(self) -> None:
+        self.weights.abort()
 
     async def close(self) -> None:
         if self._client is not None:

@@ -1,12 +1,13 @@
 """Trainer side of vLLM's weight-update HTTP protocol, for rollout engines behind a server.
 
-One :meth:`RemoteWeightSync.update` call is one update session::
+One weight-sync session of the engine (:mod:`core.weight_sync`) is one update session of the server::
 
-    POST /pause?mode=wait                        (optional: no generation sees half-updated weights)
-    POST /start_weight_update {"is_checkpoint_format": true}   (Hugging Face names)
-    POST /update_weights {"update_info": ...}    once per bucket, while the bucket is broadcast
-    POST /finish_weight_update
-    POST /resume
+    begin:   POST /pause?mode=wait                        (optional: no generation sees half-updated weights)
+             POST /start_weight_update {"is_checkpoint_format": true}   (Hugging Face names)
+    bucket:  POST /update_weights {"update_info": ...}    per bucket, while the bucket is broadcast
+    commit:  POST /finish_weight_update
+             POST /resume
+    abort:   POST /resume (best effort), and the transfer group is discarded
 
 The first update also rendezvous: ``GET /get_world_size``, then
 ``POST /init_weight_transfer_engine`` while the trainer opens its side of the
@@ -32,13 +33,14 @@ from urllib.parse import urlsplit
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.errors import ScaleCUAError
-from plugins.serving.weight_transfer import GlooChannel, InitInfo, UpdateInfo, bucket_tensors, send_tensors
+from core import weight_sync
+from core.weight_sync import WeightSession, iter_buckets
+from plugins.serving.weight_transfer import GlooChannel, InitInfo, UpdateInfo, send_tensors
 
 log = structlog.get_logger(__name__)
 
 
-class WeightSyncError(ScaleCUAError):
+class WeightSyncError(weight_sync.WeightSyncError):
     """A weight update against a remote server failed; the message names the step and the server's reason."""
 
 
@@ -78,31 +80,69 @@ class RemoteWeightSync:
         self._post = post
         self._get = get
         self._transport: _Transport | None = None
+        self.session = WeightSession(f"weight sync with {base_url}")
+        self._paused = False
         self.updates = 0
+        self._tensors = 0
 
-    def update(self, weights: Iterable[tuple[str, Any]]) -> None:
-        tensors = list(weights)
-        if not tensors:
-            return
+    @property
+    def version(self) -> int | None:
+        return self.session.version
+
+    def begin(self, version: int) -> None:
+        self.session.begin(version)
         try:
-            transport = self._ensure_transport()
+            self._ensure_transport()
             if self.options.pause_generation:
                 self._post("/pause?mode=wait", None)
-            try:
-                self._post("/start_weight_update", {"is_checkpoint_format": True})
-                for bucket in bucket_tensors(tensors, self.options.bucket_bytes):
-                    info = UpdateInfo.for_tensors(bucket, packed=self.options.packed, buffer_bytes=self._buffer_bytes)
-                    self._while_posting("/update_weights", {"update_info": info.as_json()},
-                                        lambda: transport.send(info, bucket))
-                self._post("/finish_weight_update", None)
-            finally:
-                if self.options.pause_generation:
-                    self._post("/resume", None)
+                self._paused = True
+            self._post("/start_weight_update", {"is_checkpoint_format": True})
+        except BaseException:
+            self.abort()
+            raise
+        self._tensors = 0
+
+    def send(self, weights: Iterable[tuple[str, Any]]) -> None:
+        self.session.bucket()
+        transport = self._transport
+        assert transport is not None  # begin() made it
+        try:
+            for bucket in iter_buckets(weights, self.options.bucket_bytes):
+                info = UpdateInfo.for_tensors(bucket, packed=self.options.packed, buffer_bytes=self._buffer_bytes)
+                self._while_posting("/update_weights", {"update_info": info.as_json()},
+                                    lambda: transport.send(info, bucket))
+                self._tensors += len(bucket)
         except BaseException:
             self._transport = None  # a failed broadcast leaves the group out of step: rendezvous again next time
             raise
+
+    def commit(self) -> int:
+        self.session.bucket()
+        try:
+            self._post("/finish_weight_update", None)
+            self._resume()
+        except BaseException:
+            self.abort()
+            raise
         self.updates += 1
-        log.debug("remote weights updated", tensors=len(tensors), updates=self.updates)
+        version = self.session.commit()
+        log.debug("remote weights updated", tensors=self._tensors, version=version)
+        return version
+
+    def abort(self) -> None:
+        """End the session without committing: generation resumes (best effort), the group is discarded."""
+        self.session.abort()
+        self._transport = None
+        try:
+            self._resume()
+        except Exception as exc:  # the server may be what failed; the next begin() finds out
+            self._paused = False
+            log.warning("could not resume the server's generation after a failed weight update", error=str(exc))
+
+    def _resume(self) -> None:
+        if self._paused:
+            self._post("/resume", None)
+            self._paused = False
 
     @property
     def _buffer_bytes(self) -> int:

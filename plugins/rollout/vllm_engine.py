@@ -17,10 +17,10 @@ distribution; suppressed (vision/special) ids get a ``logit_bias`` of -100
 AsyncLLM runs on its own event loop in a background thread: the training loop
 calls :meth:`VLLMRolloutEngine.update_weights` synchronously from inside its
 own loop, which must not wait on itself. Weight updates use vLLM's weight
-transfer API (``init_weight_transfer_engine`` once, then per update
-``start_weight_update`` -> ``update_weights`` per bucket ->
-``finish_weight_update``); the session opened by the first bucket is finished
-before the next generation. Data plane (:mod:`plugins.rollout.vllm_weights`):
+transfer API (``init_weight_transfer_engine`` once, then per weight-sync session
+(:mod:`core.weight_sync`) ``start_weight_update`` at begin -> ``update_weights`` per bucket ->
+``finish_weight_update`` at commit); new generations wait while a session is open.
+Data plane (:mod:`plugins.rollout.vllm_weights`):
 ``ipc`` (colocated: CUDA IPC handles of tensors on the engine's GPUs) or
 ``nccl`` (disaggregated: this process broadcasts as rank 0 from its own GPU).
 """
@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import ScaleCUAError
 from core.interfaces import Generation, GenerationRequest, PolicyModel, RolloutEngine
+from core.weight_sync import WeightSession
 from plugins.serving.protocol import pad_runs
 
 log = structlog.get_logger(__name__)
@@ -162,9 +163,8 @@ class VLLMRolloutEngine(RolloutEngine):
 
         self.transport = make_transport(options, self.engine_dtype)
         self._transport_ready = False
-        self._session_open = False
         self._session_lock: asyncio.Lock | None = None
-        self.weight_version = 0
+        self._weights = WeightSession("vllm engine")
         log.info("vllm engine ready", model=str(self.model_dir), tp=options.tensor_parallel_size,
                  weight_transfer=options.weight_transfer)
 
@@ -206,14 +206,17 @@ class VLLMRolloutEngine(RolloutEngine):
         return await asyncio.wrap_future(self._submit(self._generate(prompt, kwargs, request.stop_ids)))
 
     async def _generate(self, prompt: dict[str, Any], kwargs: dict[str, Any], stop_ids: Sequence[int]) -> Generation:
-        await self._finish_session()
+        await self._wait_for_weights()
+        version = self._weights.version
         params = self.vllm.SamplingParams(**kwargs)
         final = None
         async for output in self.engine.generate(self.vllm.TokensPrompt(**prompt), params, uuid.uuid4().hex):
             final = output
         if final is None:
             raise RuntimeError("vLLM produced no output for a request")
-        return to_generation(final, self.renderer, stop_ids)
+        generation = to_generation(final, self.renderer, stop_ids)
+        generation.weight_version = version
+        return generation
 
     # -- weights ----------------------------------------------------------------
 
@@ -222,44 +225,71 @@ class VLLMRolloutEngine(RolloutEngine):
             self._session_lock = asyncio.Lock()
         return self._session_lock
 
-    async def _finish_session(self) -> None:
-        if not self._session_open:
-            return
-        async with self._lock():
-            if self._session_open:
-                await self.engine.finish_weight_update()
-                self._session_open = False
-                self.weight_version += 1
+    @property
+    def weight_version(self) -> int | None:
+        return self._weights.version
 
-    async def _open_session(self) -> None:
+    async def _wait_for_weights(self) -> None:
+        """Generation waits while a session is open (new requests see whole weights)."""
         async with self._lock():
-            if not self._session_open:
-                await self.engine.start_weight_update(is_checkpoint_format=True)
-                self._session_open = True
+            pass
+
+    def begin_weight_update(self, version: int) -> None:
+        from vllm.distributed.weight_transfer.base import WeightTransferInitRequest
+
+        self._weights.begin(version)
+        try:
+            if not self._transport_ready:
+                init = self.transport.init_info(self.options.tensor_parallel_size)
+                pending = self._submit(self.engine.init_weight_transfer_engine(
+                    WeightTransferInitRequest(init_info=init)))
+                self.transport.join()
+                pending.result()
+                self._transport_ready = True
+            self._call(self._lock().acquire())
+            try:
+                self._call(self.engine.start_weight_update(is_checkpoint_format=True))
+            except BaseException:
+                self._loop.call_soon_threadsafe(self._lock().release)
+                raise
+        except BaseException:
+            self._weights.abort()
+            raise
 
     def update_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
-        from vllm.distributed.weight_transfer.base import WeightTransferInitRequest, WeightTransferUpdateRequest
+        from vllm.distributed.weight_transfer.base import WeightTransferUpdateRequest
 
+        self._weights.bucket()
         bucket = list(weights)
         if not bucket:
             return
-        if not self._transport_ready:
-            init = self.transport.init_info(self.options.tensor_parallel_size)
-            pending = self._submit(self.engine.init_weight_transfer_engine(WeightTransferInitRequest(init_info=init)))
-            self.transport.join()
-            pending.result()
-            self._transport_ready = True
-        self._call(self._open_session())
         prepared = self.transport.prepare(bucket)  # holds the tensors alive until the update returns
         pending = self._submit(self.engine.update_weights(WeightTransferUpdateRequest(update_info=prepared.info)))
         self.transport.send(prepared)
         pending.result()
 
+    def commit_weight_update(self) -> None:
+        self._weights.bucket()
+        try:
+            self._call(self.engine.finish_weight_update())
+        except BaseException:
+            self.abort_weight_update()
+            raise
+        self._weights.commit()
+        self._loop.call_soon_threadsafe(self._lock().release)
+
+    def abort_weight_update(self) -> None:
+        if self._weights.pending is None:
+            return
+        self._weights.abort()
+        self._transport_ready = False  # a failed transfer leaves the group out of step: rendezvous again
+        self._loop.call_soon_threadsafe(self._lock().release)
+
     async def close(self) -> None:
         if self.engine is None:
             return
         try:
-            self._call(self._finish_session())
+            self.abort_weight_update()
         finally:
             self.engine.shutdown()
             self._loop.call_soon_threadsafe(self._loop.stop)

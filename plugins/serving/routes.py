@@ -226,7 +226,9 @@ class WeightReceiver:
             raise BadRequest(f"init_info.world_size={info.world_size} but this server has 1 worker: use "
                              f"rank_offset + 1 = {info.rank_offset + 1}", param="init_info.world_size")
         with self._lock:
-            self.channel, self.session = None, False  # a new rendezvous replaces the old group
+            if self.session:  # a new rendezvous replaces the old group and ends its unfinished update
+                self.engine.abort_weight_update()
+            self.channel, self.session = None, False
             try:
                 channel = GlooChannel(info, info.rank_offset, timeout_s=self.timeout_s)
                 channel.join()
@@ -244,6 +246,8 @@ class WeightReceiver:
                 raise BadRequest("no weight transfer group: call /init_weight_transfer_engine first", status=409)
             if self.session:
                 raise BadRequest("a weight update is already active: call /finish_weight_update first", status=409)
+            # the engine's weight-sync session: generation waits until /finish_weight_update commits it
+            self.engine.begin_weight_update((self.engine.weight_version or 0) + 1)
             self.session = True
         return 200, {"message": "Weight update started"}
 
@@ -261,7 +265,9 @@ class WeightReceiver:
                             self.engine.update_weights(bucket)
                         except (KeyError, ValueError, TypeError) as exc:
                             failure = exc
-            if failure is not None:
+            if failure is not None:  # the update failed: it ends here, uncommitted
+                self.engine.abort_weight_update()
+                self.session = False
                 raise BadRequest(f"update_info: {failure}", param="update_info.names")
             self.updates += 1
         return 200, {"message": "Weights updated"}
@@ -270,6 +276,7 @@ class WeightReceiver:
         with self._lock:
             if not self.session:
                 raise BadRequest("no active weight update: call /start_weight_update first", status=409)
+            self.engine.commit_weight_update()
             self.session = False
         return 200, {"message": "Weight update finished"}
 

@@ -227,22 +227,6 @@ def receive_tensors(channel: GlooChannel, info: UpdateInfo) -> Iterator[list[tup
         yield out
 
 
-def bucket_tensors(tensors: Sequence[tuple[str, Any]], bucket_bytes: int) -> list[list[tuple[str, Any]]]:
-    """Consecutive buckets of about ``bucket_bytes`` (the same exceed-then-flush rule as packing)."""
-    buckets: list[list[tuple[str, Any]]] = []
-    current: list[tuple[str, Any]] = []
-    total = 0
-    for name, tensor in tensors:
-        current.append((name, tensor))
-        total += tensor.numel() * tensor.element_size()
-        if total > bucket_bytes:
-            buckets.append(current)
-            current, total = [], 0
-    if current:
-        buckets.append(current)
-    return buckets
-
-
 def _require_mapping(raw: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(raw, Mapping):
         raise WeightTransferProtocolError(f"{where} must be a JSON object, got {type(raw).__name__}")

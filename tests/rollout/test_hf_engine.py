@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 import torch
 
 from core.config import AlgorithmSection
 from core.interfaces import GenerationRequest
-from core.loop import sync_weights
+from core.weight_sync import WeightSyncError, sync_weights
 from core.types import Segment
 from plugins.rollout.hf import HFEngineOptions, HFRolloutEngine
 from trainers.torch_backend import TorchTrainer, TorchTrainerOptions
@@ -66,11 +67,12 @@ def test_rollout_logprobs_equal_the_trainers_recompute_before_and_after_a_weight
     assert metrics["actor/ratio_mean"] == pytest.approx(1.0, abs=1e-5)
     stale = asyncio.run(_generate_all(engine, requests))
     assert _max_gap(trainer, _segments(prompts, stale, [0.0, 0.0])) > 1e-4  # the engine has the old weights
-    version = engine.weight_version
-    assert sync_weights(trainer, engine) == len(trainer.trainable_names)
-    assert engine.weight_version > version
+    assert engine.weight_version is None and {g.weight_version for g in stale} == {None}
+    assert sync_weights(trainer, engine, 1) == len(trainer.trainable_names)
+    assert engine.weight_version == 1
     fresh = asyncio.run(_generate_all(engine, requests))
     assert _max_gap(trainer, _segments(prompts, fresh, [0.0, 0.0])) < 1e-5
+    assert {g.weight_version for g in fresh} == {1}  # each generation says which policy sampled it
 
 
 def test_suppressed_tokens_are_never_sampled_but_the_stop_token_is(policy_model, prompts) -> None:
@@ -140,11 +142,15 @@ def test_top_p_truncates_the_draw(policy_model, prompts) -> None:
 def test_weight_updates_and_requests_are_checked(policy_model, prompts) -> None:
     renderer = policy_model.renderer()
     engine = _engine(policy_model)
+    with pytest.raises(WeightSyncError, match="outside a weight-sync session"):
+        engine.update_weights([])
+    engine.begin_weight_update(1)
     with pytest.raises(KeyError, match="does not have"):
         engine.update_weights([("model.no_such.weight", torch.zeros(1))])
     name, param = next(iter(engine.model.named_parameters()))
     with pytest.raises(ValueError, match="shape"):
         engine.update_weights([(name, torch.zeros(param.numel() + 1))])
+    engine.abort_weight_update()
     bad = [
         (_request(prompts[0], renderer, max_new_tokens=0), "max_new_tokens"),
         (_request(prompts[0], renderer, temperature=0.0), "temperature"),
@@ -164,3 +170,38 @@ def test_registered_as_hf(plugins, policy_model) -> None:
     registry = plugins.registry("rollout_engine")
     engine = registry.create("hf", {"device": "cpu", "max_batch_size": 4}, model=policy_model, seed=1)
     assert isinstance(engine, HFRolloutEngine) and engine.options.max_batch_size == 4
+
+
+def test_a_weight_sync_session_is_all_or_nothing_for_generation(policy_model, prompts) -> None:
+    """Generations wait while a session is open and report the committed version; an aborted session that
+    copied weights in leaves the engine refusing to generate until a later session commits; versions grow."""
+    renderer = policy_model.renderer()
+    engine = _engine(policy_model)
+    weights = [(n, p.detach().clone()) for n, p in engine.model.named_parameters()
+               if not n.startswith(tuple(policy_model.vision_parameter_prefixes()))]
+    request = _request(prompts[0], renderer, seed=3)
+
+    async def generate_during_a_session() -> Any:
+        engine.begin_weight_update(1)
+        pending = asyncio.ensure_future(engine.generate(request))
+        await asyncio.sleep(0)  # the request is queued; it cannot finish while the session holds the engine
+        assert not pending.done()
+        engine.update_weights(weights[:1])
+        engine.commit_weight_update()
+        return await pending
+
+    assert asyncio.run(generate_during_a_session()).weight_version == 1
+    with pytest.raises(WeightSyncError, match="does not follow the current version 1"):
+        engine.begin_weight_update(1)
+    engine.begin_weight_update(2)
+    with pytest.raises(WeightSyncError, match="still open"):
+        engine.begin_weight_update(3)
+    engine.update_weights(weights[:1])
+    engine.abort_weight_update()
+    assert engine.weight_version == 1
+    with pytest.raises(WeightSyncError, match="aborted after copying some weights"):
+        asyncio.run(engine.generate(request))
+    engine.begin_weight_update(3)
+    engine.update_weights(weights)
+    engine.commit_weight_update()
+    assert asyncio.run(engine.generate(request)).weight_version == 3

@@ -19,6 +19,7 @@ import torch
 
 from core.interfaces import GenerationRequest
 from plugins.rollout.openai_compatible import PromptMismatchError, RemoteEngineError
+from core.weight_sync import sync_weights
 from plugins.rollout.remote_weights import WeightSyncError
 from tests.rollout.serve_fixtures import (
     hf_engine,
@@ -222,6 +223,16 @@ def _wait_for(condition: Any, timeout_s: float = 60.0) -> None:
         time.sleep(0.02)
 
 
+class _Weights:
+    """A trainer as far as a weight sync sees one: it exports these (name, tensor) pairs as one bucket."""
+
+    def __init__(self, weights: list[tuple[str, torch.Tensor]]) -> None:
+        self.weights = weights
+
+    def export_weights(self) -> list[list[tuple[str, torch.Tensor]]]:
+        return [self.weights]
+
+
 def _perturbed(engine: Any, scale: float, seed: int) -> list[tuple[str, torch.Tensor]]:
     generator = torch.Generator().manual_seed(seed)
     return [(name, p.detach().clone() + scale * torch.randn(p.shape, generator=generator))
@@ -235,13 +246,13 @@ def test_weight_update_over_http_changes_outputs_and_matches_a_direct_update() -
         [before] = direct_run(direct, probe)
         initialized = record(server, "POST", "/init_weight_transfer_engine")
         updates = record(server, "POST", "/update_weights")
-        for round_seed in (1, 2):  # the second round reuses the group
-            weights = _perturbed(direct, 0.05, round_seed)
-            engine.update_weights(weights)
-            direct.update_weights(weights)
+        for version in (1, 2):  # the second round reuses the group
+            weights = _Weights(_perturbed(direct, 0.05, version))
+            sync_weights(weights, engine, version)
+            sync_weights(weights, direct, version)
         [remote] = run(engine, probe)
         [local] = direct_run(direct, probe)
-        assert remote.ids != before.ids
+        assert remote.ids != before.ids and remote.weight_version == engine.weight_version == 2
         assert (remote.ids, remote.logprobs) == (local.ids, local.logprobs)
         assert len(initialized) == 1 and server.weights.updates == len(updates) > 2  # several buckets per round
         assert all(u["update_info"]["packed"] for u in updates)
@@ -253,11 +264,12 @@ def test_failed_weight_update_names_the_tensor_and_the_next_update_recovers() ->
         engine, direct = remote_engine(url), hf_engine()
         good = _perturbed(direct, 0.05, 3)
         with pytest.raises(WeightSyncError, match="lm_head.not_a_weight"):
-            engine.update_weights([*good[:2], ("lm_head.not_a_weight", torch.zeros(3))])
+            sync_weights(_Weights([*good[:2], ("lm_head.not_a_weight", torch.zeros(3))]), engine, 1)
         assert not server.gate.paused  # resumed despite the failure
+        assert engine.weight_version is None  # nothing was committed
         init_calls = record(server, "POST", "/init_weight_transfer_engine")
-        engine.update_weights(good)
-        direct.update_weights(good)
+        sync_weights(_Weights(good), engine, 1)
+        sync_weights(_Weights(good), direct, 1)
         assert len(init_calls) == 1  # a failed update forces a fresh rendezvous
         probe = request(text_prompt(), seed=8)
         assert run(engine, probe)[0].ids == direct_run(direct, probe)[0].ids
@@ -267,4 +279,4 @@ def test_nccl_backend_without_vllm_says_how_to_fix_it(served: Any) -> None:
     _, url = served
     engine = remote_engine(url, weight_transfer={"backend": "nccl"})
     with pytest.raises(WeightSyncError, match=r"pip install 'scalecua\[gpu\]'"):
-        engine.update_weights(_perturbed(hf_engine(), 0.0, 0)[:1])
+        sync_weights(_Weights(_perturbed(hf_engine(), 0.0, 0)[:1]), engine, 1)

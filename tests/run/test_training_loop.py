@@ -84,6 +84,8 @@ def test_run_completes_with_metrics_checkpoints_and_report(tmp_path):
     assert [p.name for p in list_complete(run_dir)] == ["iter_000002", "iter_000003"]  # keep_checkpoints 2
     rollouts = (run_dir / "rollouts" / "iter_000002.jsonl").read_text().splitlines()
     assert len(rollouts) == 4 and json.loads(rollouts[0])["turns"]
+    # every turn names the policy that sampled it: iteration i's rollouts use the weights after i updates
+    assert {t["weight_version"] for r in map(json.loads, rollouts) for t in r["turns"]} == {2}
     manifest = json.loads((run_dir / "plugins.json").read_text())
     assert manifest["selected"]["sampler"]["name"] == "frontier"
     assert (run_dir / "report" / "curves.png").stat().st_size > 5000  # written when the run ended
@@ -134,6 +136,9 @@ def test_sigkill_mid_iteration_then_resume_loses_and_duplicates_nothing(tmp_path
                       "--resume", str(run_dir))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert [r["iteration"] for r in MetricsLog(run_dir).read()] == [0, 1, 2, 3]
+    resumed_turns = [t for line in (run_dir / "rollouts" / "iter_000002.jsonl").read_text().splitlines()
+                     for t in json.loads(line)["turns"]]
+    assert {t["weight_version"] for t in resumed_turns} == {2}  # the resumed engine got the checkpoint's version
     assert not tagged_processes(run_dir)
 
 

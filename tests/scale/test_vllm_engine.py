@@ -190,21 +190,25 @@ def test_engine_generates_like_the_hf_engine_and_updates_weights_in_sessions(fak
         assert a.ids == b.ids and a.text == b.text and a.finish_reason == b.finish_reason
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
 
-    # a trained policy reaches the engine bucket by bucket, inside one session finished before generating
+    # a trained policy reaches the engine bucket by bucket, inside one weight-sync session
     trainer = TorchTrainer(TorchTrainerOptions(device="cpu", lr=5e-2), model=model, algorithm=AlgorithmSection())
     trainer.train_step(batch.segments(model.renderer()))
     buckets = list(trainer.export_weights(1 << 18))
     assert len(buckets) > 1
+    engine.begin_weight_update(1)
+    reference.begin_weight_update(1)
     for bucket in buckets:
         engine.update_weights(bucket)
         reference.update_weights(bucket)
     assert fake.calls[-len(buckets) - 2:] == ["init", "start"] + ["update"] * len(buckets)
-    assert engine.weight_version == 0  # the session is still open
+    assert engine.weight_version is None  # the session is still open
+    engine.commit_weight_update()
+    reference.commit_weight_update()
+    assert fake.calls[-1] == "finish" and engine.weight_version == 1
     after, expected = asyncio.run(both())
-    assert fake.calls.count("finish") == 1 and fake.calls.index("finish") < len(fake.calls) - 1
-    assert engine.weight_version == 1
     for a, b in zip(after, expected):
         assert a.ids == b.ids and a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+        assert a.weight_version == 1
     params = dict(fake.hf.model.named_parameters())
     name, tensor = buckets[0][0]
     torch.testing.assert_close(params[name], tensor)

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.types import Segment
+from core.weight_sync import iter_buckets
 from trainers.batching import plan_micro_batches
 from trainers.policy import policy_entropy, policy_logits, policy_logprobs, suppression_mask
-from trainers.weights import iter_buckets
 
 
 def _seg(n: int, i: int) -> Segment:

@@ -109,7 +109,8 @@ def test_run_init_from_reaches_the_trainer_and_the_rollout_engine(make_segment, 
     """``run.init_from`` given a run directory: the loop resolves its newest checkpoint, loads it into the
     trainer (and reference) before anything else, and the first weight sync hands it to the rollout engine."""
     from core.config import load_config
-    from core.loop import TrainingRun, build_components, sync_weights
+    from core.loop import TrainingRun, build_components
+    from core.weight_sync import sync_weights
 
     quickstart = Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml"
     overrides = ["model.options.max_pixels=65536", f"run.output_dir={tmp_path / 'runs'}"]
@@ -127,7 +128,7 @@ def test_run_init_from_reaches_the_trainer_and_the_rollout_engine(make_segment, 
     try:
         assert not all(torch.equal(expected[n], p) for n, p in c.trainer.model.named_parameters())
         TrainingRun(resolved, plugins, run_dir).initialize(c)
-        sync_weights(c.trainer, c.engine)
+        sync_weights(c.trainer, c.engine, 0)
         for module in (c.trainer.model, c.trainer.reference, c.engine.model):
             for name, param in module.named_parameters():
                 assert torch.equal(param.detach(), expected[name]), name

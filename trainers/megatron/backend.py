@@ -36,9 +36,9 @@ from core.config import AlgorithmSection
 from core.errors import CheckpointError, ScaleCUAError
 from core.interfaces import PolicyModel, TrainerBackend
 from core.types import Segment
+from core.weight_sync import iter_buckets
 from trainers.batching import micro_batch_tensors, plan_micro_batches
 from trainers.objective import StepStats, check_objective, count_trainable_tokens, token_loss
-from trainers.weights import iter_buckets
 
 log = structlog.get_logger(__name__)
 

@@ -81,6 +81,7 @@ class AsyncLLM:
 
     async def start_weight_update(self, is_checkpoint_format: bool = True) -> None:
         assert is_checkpoint_format
+        self.hf.begin_weight_update((self.hf.weight_version or 0) + 1)  # the stand-in's own model
         self.calls.append("start")
 
     async def update_weights(self, request: Any) -> None:
@@ -91,6 +92,7 @@ class AsyncLLM:
         self.calls.append("update")
 
     async def finish_weight_update(self) -> None:
+        self.hf.commit_weight_update()
         self.calls.append("finish")
 
     def shutdown(self) -> None:

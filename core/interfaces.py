@@ -53,6 +53,10 @@ class ChatRenderer(abc.ABC):
     image_pad_id: int
     #: ids that end an assistant turn (e.g. ``<|im_end|>``)
     stop_ids: tuple[int, ...]
+    #: special ids the policy must never emit (image placeholders, vision markers, ...); never a stop id
+    suppress_ids: tuple[int, ...] = ()
+    #: how many ids the tokenizer decodes (None: unknown); model rows past it are padding, never sampled
+    tokenizer_size: int | None = None
 
     @abc.abstractmethod
     def render(self, messages: Sequence[Message], *, add_generation_prompt: bool) -> RenderedPrompt: ...
@@ -96,6 +100,35 @@ class PolicyModel(abc.ABC):
     def vision_parameter_prefixes(self) -> tuple[str, ...]:
         """Parameter-name prefixes of the vision tower (frozen during RL)."""
         return ("model.visual.", "visual.")
+
+    def vocab_size(self) -> int:
+        """Rows of the language-model head: every id a forward pass scores, padding rows included."""
+        from core.errors import ScaleCUAError
+
+        raise ScaleCUAError(f"model family {type(self).__name__} does not say its vocabulary size; trainers and "
+                            "engines need PolicyModel.vocab_size")
+
+    def suppressed_ids(self) -> list[int]:
+        """Ids outside the policy's support, the same for every trainer and engine: the renderer's
+        ``suppress_ids`` plus the head's padding rows past the tokenizer (real Qwen checkpoints have 151936
+        rows for ~151665 tokens; those ids cannot be decoded)."""
+        renderer = self.renderer()
+        vocab = self.vocab_size()
+        ids = set(renderer.suppress_ids)
+        if renderer.tokenizer_size is not None:
+            ids.update(range(renderer.tokenizer_size, vocab))
+        stops = set(renderer.stop_ids) & ids
+        if stops:
+            raise ValueError(f"stop ids {sorted(stops)} are also suppressed; a rollout could never end its turn")
+        return sorted(i for i in ids if 0 <= i < vocab)
+
+    def hf_config(self) -> Any:
+        """The Hugging Face (transformers) config of the model, for trainers that build the architecture
+        themselves (Megatron-Bridge)."""
+        from core.errors import ScaleCUAError
+
+        raise ScaleCUAError(f"model family {type(self).__name__} has no Hugging Face config; implement "
+                            "PolicyModel.hf_config")
 
     def model_inputs(self, input_ids: Sequence[Sequence[int]], images: Sequence[Sequence[Screenshot]], *,
                      device: Any = "cpu") -> dict[str, Any]:

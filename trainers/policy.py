@@ -58,19 +58,3 @@ def policy_entropy(logits: torch.Tensor, *, temperature: float, suppressed: torc
     logp = torch.log_softmax(policy_logits(logits, temperature=temperature, suppressed=suppressed), dim=-1)
     p = logp.exp()
     return -(p * torch.where(p > 0, logp, torch.zeros_like(logp))).sum(dim=-1)
-
-
-def policy_suppressed_ids(renderer: object, vocab_size: int) -> list[int]:
-    """Ids outside the policy's support: the renderer's suppressed tokens plus embedding rows no token maps to.
-
-    Real Qwen checkpoints pad the embedding matrix past the tokenizer (151936 rows
-    for ~151665 tokens); those ids cannot be decoded, so the policy never emits them.
-    """
-    ids = set(getattr(renderer, "suppress_ids", ()))
-    tokenizer = getattr(renderer, "tokenizer", None)
-    if tokenizer is not None:
-        ids.update(range(len(tokenizer), vocab_size))
-    stops = set(getattr(renderer, "stop_ids", ()))
-    if ids & stops:
-        raise ValueError(f"stop ids {sorted(ids & stops)} are also suppressed; a rollout could never end its turn")
-    return sorted(i for i in ids if 0 <= i < vocab_size)

@@ -34,7 +34,6 @@ from core.types import Segment
 from core.weight_sync import iter_buckets
 from trainers.batching import MicroBatch, micro_batch_tensors, plan_micro_batches
 from trainers.objective import StepStats, check_objective, count_trainable_tokens, token_loss
-from trainers.policy import policy_suppressed_ids
 from trainers.weights import freeze_vision_tower
 
 log = structlog.get_logger(__name__)
@@ -119,8 +118,7 @@ class TorchTrainer(TrainerBackend):
         if algorithm.kl_coef != 0.0 and objective == "grpo":
             # The reference is the initial policy; it is rebuilt (never checkpointed) on resume.
             self._copy_reference()
-        vocab_size = self.model.get_output_embeddings().weight.shape[0]
-        self.suppress_ids = policy_suppressed_ids(self.renderer, vocab_size)
+        self.suppress_ids = model.suppressed_ids()
         self._suppressed_set = frozenset(self.suppress_ids)
         self._accepts_encoder_outputs = "mm_encoder_outputs" in inspect.signature(self.model.model.forward).parameters
         self.steps = 0

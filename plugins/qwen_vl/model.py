@@ -152,6 +152,10 @@ class QwenVLModel(PolicyModel):
         """The transformers config of the model (read from ``path`` or built for ``tiny``)."""
         return self._hf_config
 
+    def vocab_size(self) -> int:
+        config = self.hf_config()
+        return int(getattr(config, "text_config", config).vocab_size)
+
     @cached_property
     def _hf_config(self) -> Any:
         if self.path is not None:

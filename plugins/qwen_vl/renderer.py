@@ -45,6 +45,7 @@ class QwenVLRenderer(ChatRenderer):
         self.stop_ids = tuple(stops)
         #: token ids a rollout must suppress (see :data:`SUPPRESSED_TOKENS`)
         self.suppress_ids: tuple[int, ...] = tuple(vocab[t] for t in SUPPRESSED_TOKENS if t in vocab)
+        self.tokenizer_size: int | None = len(tokenizer)
         self.pad_token_id: int = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stops[-1]
         self._template = _compiled_template(tokenizer)
         self._template_vars = dict(getattr(tokenizer, "special_tokens_map", {}) or {})

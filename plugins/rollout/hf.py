@@ -70,7 +70,6 @@ class HFRolloutEngine(RolloutEngine):
         import torch
 
         from plugins.qwen_vl.renderer import QwenVLRenderer
-        from trainers.policy import policy_suppressed_ids
 
         self.options = options
         self.policy = model
@@ -86,11 +85,11 @@ class HFRolloutEngine(RolloutEngine):
                 raise ValueError(f"rollout.options.device: {options.device!r} but no CUDA GPU is visible")
         self.model = model.load(dtype=options.dtype, device=str(self.device)).eval().requires_grad_(False)
         self._params = dict(self.model.named_parameters())
-        vocab_size = self.model.get_output_embeddings().weight.shape[0]
-        self.suppress_ids = policy_suppressed_ids(self.renderer, vocab_size)
+        self.suppress_ids = model.suppressed_ids()
         from trainers.policy import suppression_mask
 
-        self._suppressed = suppression_mask(vocab_size, self.suppress_ids, device=self.device)
+        self._suppressed = suppression_mask(self.model.get_output_embeddings().weight.shape[0], self.suppress_ids,
+                                            device=self.device)
         self._cache_kw = "cache" if "cache" in inspect.signature(self.model.model.forward).parameters else "past_key_values"
         self._lock = threading.Lock()
         self._seeds = itertools.count(seed * 1_000_003)

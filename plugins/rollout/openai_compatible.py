@@ -55,7 +55,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.interfaces import Generation, GenerationRequest, PolicyModel, RolloutEngine
-from plugins.serving.protocol import pad_runs, vocab_size
+from plugins.serving.protocol import pad_runs
 from core.types import Screenshot
 from plugins.rollout.openai_wire import (
     PromptMismatchError,
@@ -101,14 +101,12 @@ class OpenAICompatibleEngine(RolloutEngine):
     def __init__(self, options: OpenAICompatibleOptions, *, model: PolicyModel, seed: int = 0) -> None:
         import httpx
 
-        from trainers.policy import policy_suppressed_ids
 
         self.options = options
         self.renderer = model.renderer()
         self.base_url = options.base_url.rstrip("/")
         self.api_key = api_key_from_env(options.api_key_env)
-        vocab = vocab_size(model, self.renderer)
-        suppressed = policy_suppressed_ids(self.renderer, vocab) if options.suppress_special_tokens else []
+        suppressed = model.suppressed_ids() if options.suppress_special_tokens else []
         self.logit_bias = {str(i): -100.0 for i in suppressed}
         self._image_cache: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._semaphore: asyncio.Semaphore | None = None

@@ -33,7 +33,6 @@ import os
 import threading
 import uuid
 from concurrent.futures import Future
-from pathlib import Path
 from typing import Any, Awaitable, Iterable, Literal, Sequence, TypeVar
 
 import structlog
@@ -142,13 +141,12 @@ def to_generation(output: Any, renderer: Any, stop_ids: Sequence[int]) -> Genera
 
 class VLLMRolloutEngine(RolloutEngine):
     def __init__(self, options: VLLMEngineOptions, *, model: PolicyModel, seed: int = 0) -> None:
-        from trainers.policy import policy_suppressed_ids
 
         self.vllm = import_vllm()
         self.options = options
         self.renderer = model.renderer()
-        self.vocab_size = _vocab_size(model)
-        suppressed = policy_suppressed_ids(self.renderer, self.vocab_size)
+        self.vocab_size = model.vocab_size()
+        suppressed = model.suppressed_ids()
         self.logit_bias = {int(i): SUPPRESS_BIAS for i in suppressed}
         self._seeds = itertools.count(seed * 1_000_003)
         if options.weight_transfer == "ipc":
@@ -295,15 +293,6 @@ class VLLMRolloutEngine(RolloutEngine):
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=30)
             self.engine = None
-
-
-def _vocab_size(model: PolicyModel) -> int:
-    config = model.hf_config() if hasattr(model, "hf_config") else None
-    text = getattr(config, "text_config", config)
-    size = getattr(text, "vocab_size", None)
-    if not isinstance(size, int):
-        raise ScaleCUAError("rollout 'vllm' needs the model config's vocab_size (text_config.vocab_size)")
-    return size
 
 
 def create_vllm_engine(options: VLLMEngineOptions, *, model: PolicyModel, seed: int = 0, **_: Any) -> VLLMRolloutEngine:

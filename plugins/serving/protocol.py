@@ -17,7 +17,7 @@ import time
 import uuid
 from typing import Any, Mapping, Sequence
 
-from core.interfaces import ChatRenderer, Generation, GenerationRequest, Message, PolicyModel
+from core.interfaces import ChatRenderer, Generation, GenerationRequest, Message
 from core.types import Screenshot
 
 DEFAULT_MAX_TOKENS = 16  # vLLM's completions default
@@ -214,16 +214,6 @@ def encode_image_item(image: Screenshot) -> str:
 
 def image_hash(image: Screenshot) -> str:
     return hashlib.sha256(image.png).hexdigest()
-
-
-def vocab_size(model: PolicyModel, renderer: Any) -> int:
-    """Rows of the model's output embedding when its config says, else the tokenizer's size."""
-    config = model.hf_config() if hasattr(model, "hf_config") else None
-    size = getattr(getattr(config, "text_config", config), "vocab_size", None)
-    if isinstance(size, int):
-        return size
-    tokenizer = getattr(renderer, "tokenizer", None)
-    return len(tokenizer) if tokenizer is not None else 1 << 62
 
 
 # -- responses ----------------------------------------------------------------------------

@@ -107,8 +107,8 @@ class EngineServer:
                  request_timeout_s: float = 3600.0, weight_timeout_s: float = 600.0) -> None:
         self.engine = engine
         self.renderer = model.renderer()
-        self.vocab_size = proto.vocab_size(model, self.renderer)
-        self.banned_ids = tuple(getattr(engine, "suppress_ids", ()))
+        self.vocab_size = model.vocab_size()
+        self.banned_ids = tuple(model.suppressed_ids())
         self.model_name = served_model_name
         self.api_key = api_key
         self.trust_request_chat_template = trust_request_chat_template

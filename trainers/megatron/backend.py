@@ -94,7 +94,6 @@ class MegatronTrainer(TrainerBackend):
         from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
 
         from trainers.megatron.names import expected_parameters
-        from trainers.policy import policy_suppressed_ids
 
         if not torch.cuda.is_available():
             raise ScaleCUAError("trainer 'megatron' needs CUDA GPUs; on CPU use trainer 'torch' or 'torch-fsdp'")
@@ -137,8 +136,8 @@ class MegatronTrainer(TrainerBackend):
         self.dp_size = parallel_state.get_data_parallel_world_size()
         self.device = torch.device("cuda", torch.cuda.current_device())
         self.expected = expected_parameters(model)
-        self.real_vocab = int(getattr(model.hf_config(), "text_config", model.hf_config()).vocab_size)
-        self.suppress_ids = policy_suppressed_ids(self.renderer, self.real_vocab)
+        self.real_vocab = model.vocab_size()
+        self.suppress_ids = model.suppressed_ids()
         self.vision_prefixes = tuple(model.vision_parameter_prefixes())
         self.trainable = [n for chunk in self.model for n, p in chunk.named_parameters() if p.requires_grad]
         self.steps = 0

@@ -24,6 +24,13 @@ def scalecua_register_environments(registry):  # type: ignore[no-untyped-def]
         description="OSWorld's VM image (happysixd/osworld-docker + Ubuntu.qcow2) in containers, warm pool",
     )
     registry.register(
+        "simulated",
+        "environments.simulated:create_backend",
+        options="environments.simulated:SimulatedOptions",
+        description="a SIMULATION of desktops (latency, failures, a per-task success model) for scale and "
+                    "throughput benchmarks; no real application",
+    )
+    registry.register(
         "scienceboard",
         "environments.scienceboard.backend:create_backend",
         options="environments.scienceboard.backend:ScienceBoardOptions",

@@ -77,8 +77,9 @@ class Variant:
 
 VARIANTS = {
     "full": Variant(
-        COMMON_PACKAGES + ("openbox", "xterm", "mousepad", "libreoffice-calc", "libreoffice-writer", "chromium",
-                           "imagemagick", "at-spi2-core", "python3-pyatspi", "xdg-utils", "fonts-liberation2"),
+        COMMON_PACKAGES + ("openbox", "xterm", "mousepad", "libreoffice-calc", "libreoffice-writer",
+                           "libreoffice-impress", "chromium", "imagemagick", "at-spi2-core", "python3-pyatspi",
+                           "xdg-utils", "fonts-liberation2"),
         "openbox", base="apt", description="every bundled task's applications (user-facing default)",
     ),
     "minimal": Variant(

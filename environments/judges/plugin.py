@@ -1,7 +1,7 @@
 """Entry-point module ``judges-builtin``: OSWorld-named getters and metrics.
 
 References are lazy (``module:function``) so listing plugins imports neither
-openpyxl nor python-docx.
+openpyxl, python-docx nor python-pptx.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ _METRICS = {
     ),
     "environments.judges.tables": ("compare_table",),
     "environments.judges.documents": ("compare_docx_files", "compare_document_text", "check_document"),
+    "environments.judges.slides": ("compare_pptx_files",),
 }
 
 

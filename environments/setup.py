@@ -11,6 +11,7 @@ and uploaded, so they work for remote desktops too), ``upload_file``,
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import shlex
 from dataclasses import dataclass, field
@@ -52,6 +53,9 @@ class SetupContext:
     #: the desktop user's home for ``{HOME}`` (``~`` when unknown: the probe expands it)
     home: str = "~"
     extra_placeholders: dict[str, str] = field(default_factory=dict)
+    #: the evaluation's cache (postconfig only): ``command`` / ``execute`` steps with ``stdout`` / ``stderr``
+    #: file names write the command's output there, where the ``cache_file`` getter reads it (as OSWorld)
+    cache_dir: Path | None = None
 
     def placeholders(self) -> dict[str, str]:
         width, height = self.screen_size
@@ -169,13 +173,30 @@ async def _launch(client: EnvironmentClient, params: dict[str, Any], context: Se
 
 async def _execute(client: EnvironmentClient, params: dict[str, Any], context: SetupContext) -> Any:
     command, shell = _command(params)
+    outputs = {key: _cache_target(context, params[key], key) for key in ("stdout", "stderr") if params.get(key)}
     result = await client.execute(command, shell=shell, timeout=float(params.get("timeout", 120)))
+    for key, target in outputs.items():
+        target.write_text(str(result.get("output" if key == "stdout" else "error") or ""), encoding="utf-8")
     if result.get("returncode") not in (0, None) or result.get("status") != "success":
         if params.get("check"):
             raise ValueError(f"command failed (returncode {result.get('returncode')}): {result.get('error')!s:.300}")
         log.warning("setup command failed", command=command, returncode=result.get("returncode"),
                     error=str(result.get("error"))[:300])
     return result
+
+
+def _cache_target(context: SetupContext, name: Any, key: str) -> Path:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"'{key}' must be a file name, got {name!r}")
+    if context.cache_dir is None:
+        raise ValueError(f"'{key}': {name!r} goes to the evaluation's cache, which only postconfig steps have "
+                         "(in a task's config, redirect in the command instead)")
+    root = Path(context.cache_dir).resolve()
+    target = (root / name).resolve()
+    if root not in target.parents:
+        raise ValueError(f"'{key}': {name!r} escapes the evaluation's cache directory")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return target
 
 
 async def _execute_with_verification(client: EnvironmentClient, params: dict[str, Any], context: SetupContext) -> Any:
@@ -264,11 +285,13 @@ async def run_setup(
     return results
 
 
-async def run_setup_steps(env: Any, steps: Sequence[SetupStep | Mapping[str, Any]]) -> list[StepResult]:
+async def run_setup_steps(env: Any, steps: Sequence[SetupStep | Mapping[str, Any]], *,
+                          cache_dir: str | Path | None = None) -> list[StepResult]:
     """Run ``steps`` on an :class:`~core.interfaces.Environment` (its ``client``), e.g. a task's postconfig.
 
     The context comes from ``env.setup_context()`` when the environment offers
-    one (local desktops do), else from its ``screen_size`` and ``home_dir``.
+    one (local desktops do), else from its ``screen_size`` and ``home_dir``;
+    ``cache_dir`` is the evaluation's cache (see :attr:`SetupContext.cache_dir`).
     """
     make_context = getattr(env, "setup_context", None)
     if callable(make_context):
@@ -276,4 +299,6 @@ async def run_setup_steps(env: Any, steps: Sequence[SetupStep | Mapping[str, Any
     else:
         home = getattr(env, "home_dir", None)
         context = SetupContext(screen_size=tuple(env.screen_size), home=str(home) if home else "~")
+    if cache_dir is not None:
+        context = dataclasses.replace(context, cache_dir=Path(cache_dir))
     return await run_setup(env.client, steps, context)

@@ -35,7 +35,9 @@ from core.types import Action, ActionType, Judgement, JudgementStatus, SetupStep
 log = structlog.get_logger(__name__)
 
 #: runs postconfig steps: ``await runner(env, steps)``
-PostconfigRunner = Callable[[Environment, Sequence[SetupStep]], Awaitable[Any]]
+#: ``runner(env, steps, cache_dir=...)``: runs postconfig steps; ``command`` steps' ``stdout`` files land in
+#: ``cache_dir``, where the ``cache_file`` getter reads them
+PostconfigRunner = Callable[..., Awaitable[Any]]
 
 
 class JudgeFailure(Exception):
@@ -214,19 +216,20 @@ async def evaluate(
     return Judgement(score=score, status=status, error=error, details=details)
 
 
-async def _run_postconfig(env: Environment, steps: Sequence[SetupStep], runner: PostconfigRunner | None) -> None:
+async def _run_postconfig(env: Environment, steps: Sequence[SetupStep], runner: PostconfigRunner | None,
+                          cache_dir: Path) -> None:
     if not steps:
         return
     if runner is None:  # the backend passes its setup runner (environments.setup): judges never import it
         raise JudgeFailure(JudgementStatus.CRASHED, f"task has {len(steps)} postconfig step(s) but no runner was "
                            "given: the environment backend must pass evaluate(..., postconfig=<its setup runner>)")
-    await runner(env, steps)
+    await runner(env, steps, cache_dir=cache_dir)
 
 
 async def _evaluate(judge: _Judge, last_action: Any, postconfig: PostconfigRunner | None, details: dict[str, Any]) -> float:
     evaluator = judge.task.evaluator
     try:
-        await _run_postconfig(judge.env, evaluator.postconfig, postconfig)
+        await _run_postconfig(judge.env, evaluator.postconfig, postconfig, Path(judge.view.cache_dir))
     except Exception as exc:
         raise JudgeFailure(JudgementStatus.CRASHED, f"postconfig failed: {type(exc).__name__}: {exc}") from exc
 

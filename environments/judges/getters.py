@@ -65,6 +65,20 @@ async def get_vm_file(env: Any, config: Mapping[str, Any]) -> Any:
     return _given(local, gives, multi)
 
 
+async def get_cache_file(env: Any, config: Mapping[str, Any]) -> str:
+    """A file that this evaluation's postconfig wrote into the cache (``command`` with ``stdout: NAME``)."""
+    if not isinstance(config.get("path"), str) or not config["path"]:
+        raise ValueError(f"cache_file getter config {dict(config)!r} needs 'path' (a file name in the cache)")
+    cache_dir = Path(getattr(env, "cache_dir", None) or ".").resolve()
+    target = (cache_dir / config["path"]).resolve()
+    if cache_dir not in target.parents:
+        raise ValueError(f"cache_file: {config['path']!r} escapes the evaluation cache directory")
+    if not target.is_file():
+        raise FileNotFoundError(f"cache_file: {config['path']} is not in the evaluation's cache (a postconfig "
+                                "'command' step with stdout: NAME writes it)")
+    return str(target)
+
+
 async def get_cloud_file(env: Any, config: Mapping[str, Any]) -> Any:
     """Fetch a reference file (``http(s)://``, ``file://`` or a path on this host) into the cache.
 

@@ -10,7 +10,7 @@ from core import hookimpl
 
 _GETTERS = "environments.judges.getters"
 GETTER_NAMES = (
-    "vm_file", "cloud_file", "vm_command_line", "vm_command_error", "rule", "accessibility_tree",
+    "vm_file", "cloud_file", "cache_file", "vm_command_line", "vm_command_error", "rule", "accessibility_tree",
     "list_directory", "vm_screen_size", "vm_file_text", "vm_files_exist",
 )
 

@@ -93,7 +93,7 @@ def judge(task: Task, judges, *, env: Any = None, last_action: Any = None, **kwa
                                 **kwargs))
 
 
-async def _no_postconfig(env: Any, steps: Any) -> None:
+async def _no_postconfig(env: Any, steps: Any, **_: Any) -> None:
     CALLS.append(f"postconfig:{len(steps)}")
 
 
@@ -118,7 +118,7 @@ def test_postconfig_runs_before_the_getters(judges) -> None:  # type: ignore[no-
 
 
 def test_failing_postconfig_is_a_crashed_judgement(judges) -> None:  # type: ignore[no-untyped-def]
-    async def broken_postconfig(env: Any, steps: Any) -> None:
+    async def broken_postconfig(env: Any, steps: Any, **_: Any) -> None:
         raise OSError("the window to save is gone")
 
     task = make_task(func="score_of", result=lit(1.0), postconfig=[{"type": "sleep", "parameters": {"seconds": 0}}])

@@ -136,6 +136,23 @@ def test_setup_failures_and_the_agent_protocol(tmp_path: Path) -> None:
             judged = await pool.evaluate(env, make_task(), executor=None, getters=None, metrics=None,
                                          last_action=Action(type=ActionType.FAIL))
             assert judged.status == JudgementStatus.OK and judged.score == 1.0
+            # OSWorld's postconfig "command" with stdout: NAME, read back by the cache_file getter
+            from core.pluginmanager import load_plugins
+
+            registries = load_plugins()
+            listing = Task.model_validate({"id": "t-cache", "instruction": "test", "evaluator": {
+                "postconfig": [{"type": "command", "parameters": {"command": ["ls", "-a", "{HOME}"],
+                                                                   "stdout": "ls.out"}}],
+                "func": "check_list", "result": {"type": "cache_file", "path": "ls.out"},
+                "expected": {"type": "rule", "rules": {"expect": [r"^w\.txt$"], "unexpect": [r"^absent$"]}}}})
+            judged = await pool.evaluate(env, listing, executor=None, getters=registries.registry("getter"),
+                                         metrics=registries.registry("metric"), last_action=None)
+            assert (judged.status, judged.score) == (JudgementStatus.OK, 1.0), judged.error
+            escaping = listing.model_copy(deep=True)
+            escaping.evaluator.postconfig[0].parameters["stdout"] = "../outside.out"
+            judged = await pool.evaluate(env, escaping, executor=None, getters=registries.registry("getter"),
+                                         metrics=registries.registry("metric"), last_action=None)
+            assert judged.status == JudgementStatus.CRASHED and "escapes the evaluation's cache" in judged.error
             await pool.release(env)
         finally:
             await pool.close()

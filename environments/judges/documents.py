@@ -6,6 +6,7 @@
   "bold": true, "italic": true, "alignment": "center"}`` that some paragraph
   must satisfy.
 * ``compare_document_text`` — the document's text equals a gold text file.
+* ``compare_docx_tables`` (OSWorld's name) — the same tables, cell by cell (stripped text).
 """
 
 from __future__ import annotations
@@ -171,6 +172,30 @@ def compare_docx_files(result: str | None, expected: str | None = None, *, ignor
     if ignore_order:
         a, b = sorted(a), sorted(b)
     return float(a == b)
+
+
+def compare_docx_tables(result: str | None, expected: str | None = None, **_: Any) -> float:
+    """1 when both ``.docx`` files have the same tables: shapes and every cell's stripped text (OSWorld)."""
+    from docx import Document
+    from docx.opc.exceptions import PackageNotFoundError
+
+    if not result or not expected or not Path(result).is_file() or not Path(expected).is_file():
+        return 0.0
+    try:
+        tables1, tables2 = Document(result).tables, Document(expected).tables
+    except (PackageNotFoundError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+        log.info("not a readable docx", error=str(exc))
+        return 0.0
+    if len(tables1) != len(tables2):
+        return 0.0
+    for t1, t2 in zip(tables1, tables2):
+        if len(t1.rows) != len(t2.rows) or len(t1.columns) != len(t2.columns):
+            return 0.0
+        for i in range(len(t1.rows)):
+            for j in range(len(t1.columns)):
+                if t1.cell(i, j).text.strip() != t2.cell(i, j).text.strip():
+                    return 0.0
+    return 1.0
 
 
 def compare_document_text(result: str | None, expected: str | None = None, *, ignore_case: bool = False,

@@ -22,7 +22,9 @@ _METRICS = {
         "check_accessibility_tree",
     ),
     "environments.judges.tables": ("compare_table",),
-    "environments.judges.documents": ("compare_docx_files", "compare_document_text", "check_document"),
+    "environments.judges.documents": ("compare_docx_files", "compare_document_text", "check_document",
+                                      "compare_docx_tables"),
+    "environments.judges.apps": ("check_json_settings", "is_extension_installed", "check_thunderbird_prefs"),
     "environments.judges.slides": ("compare_pptx_files",),
 }
 

@@ -25,8 +25,8 @@ def match_value(value: Any, rule: Mapping[str, Any]) -> bool:
             return bool(_COMPARE[method](value, ref))
         except TypeError:
             return False
-    if method in ("re", "regex"):
-        return value is not None and re.search(str(ref), str(value)) is not None
+    if method in ("re", "regex") or method.startswith("re."):
+        return value is not None and re.search(str(ref), str(value), _regex_flags(method)) is not None
     if method == "fullmatch":
         return value is not None and re.fullmatch(str(ref), str(value)) is not None
     if method.startswith("approx"):
@@ -53,9 +53,20 @@ def match_value(value: Any, rule: Mapping[str, Any]) -> bool:
     if method == "ieq":
         return str(value).strip().lower() == str(ref).strip().lower()
     raise ValueError(
-        f"unknown value rule method {method!r}; use one of eq, ne, lt, le, gt, ge, re, fullmatch, "
+        f"unknown value rule method {method!r}; use one of eq, ne, lt, le, gt, ge, re (re.S, re.I, ...), fullmatch, "
         f"approx[:tol], range.XY, str_list_eq, str_set_eq, in, contains, ieq"
     )
+
+
+def _regex_flags(method: str) -> re.RegexFlag:
+    """``re.S.I`` -> ``re.S | re.I`` (OSWorld's spelling of regex flags)."""
+    flags = re.RegexFlag(0)
+    for name in method.split(".")[1:]:
+        flag = getattr(re, name, None) if name.isupper() else None
+        if not isinstance(flag, re.RegexFlag):
+            raise ValueError(f"value rule method {method!r}: {name!r} is not a regex flag (e.g. re.S, re.I, re.M)")
+        flags |= flag
+    return flags
 
 
 def _normalize(value: Any) -> Any:

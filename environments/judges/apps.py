@@ -1,0 +1,78 @@
+"""Metrics over applications' own settings files and command output (OSWorld's names and semantics).
+
+* ``check_json_settings(result, rules)`` -- the JSON file (e.g. VS Code's ``settings.json``) holds every
+  key of ``rules["expected"]`` with that exact value (a file that is not plain JSON scores 0, as upstream).
+* ``is_extension_installed(result, rules)`` -- command output (e.g. ``code --list-extensions``) contains
+  (``rules["type"]: contain``) or lacks (``not_contain``) ``rules["expected"]``.
+* ``check_thunderbird_prefs(result, rules)`` -- Thunderbird's ``prefs.js``: every ``expect`` preference is
+  set and matches its value rule (:func:`environments.judges.rules.match_value`, e.g. ``re.S``), and no
+  ``unexpect`` preference matches its rule.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from environments.judges.rules import match_value
+
+_PREF = re.compile(r'^user_pref\("(?P<key>(?:[^"]|\\")+)", (?P<value>.+)\);$')
+
+
+def _rules(rules: Any, name: str, required: str) -> Mapping[str, Any]:
+    if not isinstance(rules, Mapping) or required not in rules:
+        raise ValueError(f"{name}: expected {{'{required}': ...}} (a rule getter's rules), got {rules!r}")
+    return rules
+
+
+def check_json_settings(result: str | None, rules: Any = None, **_: Any) -> float:
+    """1 when the JSON object in ``result`` has every ``rules["expected"]`` key with that value."""
+    expected = _rules(rules, "check_json_settings", "expected")["expected"]
+    if not result or not Path(result).is_file():
+        return 0.0
+    try:
+        data = json.loads(Path(result).read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return 0.0
+    if not isinstance(data, dict):
+        return 0.0
+    return float(all(key in data and data[key] == value for key, value in expected.items()))
+
+
+def is_extension_installed(result: str | None, rules: Any = None, **_: Any) -> float:
+    """``rules["type"]``: ``contain`` -- ``rules["expected"]`` occurs in the output; ``not_contain`` -- it does not."""
+    r = _rules(rules, "is_extension_installed", "expected")
+    kind = r.get("type")
+    if kind not in ("contain", "not_contain"):
+        raise ValueError(f"is_extension_installed: rules type {kind!r}; use contain or not_contain")
+    found = str(r["expected"]) in (result or "")
+    return float(found if kind == "contain" else not found)
+
+
+def check_thunderbird_prefs(result: str | None, rules: Any = None, **_: Any) -> float:
+    """Preferences in ``prefs.js``: each ``expect`` key present and matching, no ``unexpect`` key matching."""
+    r = rules if isinstance(rules, Mapping) else {}
+    expect: Mapping[str, Any] = r.get("expect", {})
+    unexpect: Mapping[str, Any] = r.get("unexpect", {})
+    if not expect and not unexpect:
+        raise ValueError(f"check_thunderbird_prefs: rules need 'expect' and/or 'unexpect', got {rules!r}")
+    if not result or not Path(result).is_file():
+        return 0.0
+    met = {key: False for key in expect}
+    clean = True
+    for line in Path(result).read_text(encoding="utf-8", errors="replace").splitlines():
+        match = _PREF.match(line.strip())
+        if match is None:
+            continue
+        try:
+            value = json.loads(match.group("value"))
+        except ValueError:
+            continue
+        key = match.group("key")
+        if key in expect:
+            met[key] = match_value(value, expect[key])
+        elif key in unexpect and match_value(value, unexpect[key]):
+            clean = False
+    return float(all(met.values()) and clean)

@@ -24,6 +24,7 @@ _METRICS = {
     "environments.judges.tables": ("compare_table",),
     "environments.judges.documents": ("compare_docx_files", "compare_document_text", "check_document",
                                       "compare_docx_tables"),
+    "environments.judges.images": ("compare_images",),
     "environments.judges.apps": ("check_json_settings", "is_extension_installed", "check_thunderbird_prefs"),
     "environments.judges.slides": ("compare_pptx_files",),
 }

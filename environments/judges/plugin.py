@@ -25,6 +25,7 @@ _METRICS = {
     "environments.judges.documents": ("compare_docx_files", "compare_document_text", "check_document",
                                       "compare_docx_tables"),
     "environments.judges.images": ("compare_images",),
+    "environments.judges.pdfs": ("compare_pdfs",),
     "environments.judges.apps": ("check_json_settings", "is_extension_installed", "check_thunderbird_prefs"),
     "environments.judges.slides": ("compare_pptx_files",),
 }

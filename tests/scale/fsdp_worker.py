@@ -50,6 +50,7 @@ def main() -> None:
     if sys.argv[2:] == ["driven"]:
         torch.manual_seed(0)
         driven(out)
+        dist.barrier()  # leave together: a rank tearing gloo down while its peer still works can abort
         dist.destroy_process_group()
         return
     options = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
@@ -72,6 +73,7 @@ def main() -> None:
         again = trainer.train_step(segments)
         if trainer.rank == 0:
             (out / "after_load.json").write_text(json.dumps(again), encoding="utf-8")
+    dist.barrier()  # leave together: a rank tearing gloo down while its peer still works can abort
     dist.destroy_process_group()
 
 

@@ -40,6 +40,7 @@ def main() -> None:
                                    group=dist.group.WORLD)
     (weights * logp).sum().backward()
     torch.save({"logp": logp.detach(), "grad": shard.grad, "start": start}, Path(sys.argv[1]) / f"rank{rank}.pt")
+    dist.barrier()  # leave together: a rank tearing gloo down while its peer still works can abort
     dist.destroy_process_group()
 
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import skimage.metrics as skimage_metrics  # a dev dependency: the reference OSWorld calls
 from PIL import Image, ImageDraw
 
 from environments.judges.images import compare_images, structural_similarity
 
-skimage_metrics = pytest.importorskip("skimage.metrics", reason="scikit-image is a dev dependency (CI installs it)")
 
 
 def test_our_ssim_equals_scikit_images_on_random_and_structured_images() -> None:
@@ -27,8 +27,7 @@ def test_our_ssim_equals_scikit_images_on_random_and_structured_images() -> None
 
 
 def test_a_real_screenshot_against_an_edited_copy(tmp_path: Path) -> None:
-    if shutil.which("Xvfb") is None or shutil.which("import") is None:
-        pytest.skip("Xvfb and ImageMagick are part of the CI install")
+    assert shutil.which("Xvfb") and shutil.which("import"), "Xvfb / ImageMagick missing: run bash scripts/install.sh"
     shot = tmp_path / "screen.png"
     read, write = os.pipe()
     xvfb = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", "320x200x24"], pass_fds=(write,),

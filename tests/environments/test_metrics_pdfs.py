@@ -11,10 +11,10 @@ from docx import Document
 
 from environments.judges.pdfs import compare_pdfs, pdf_text
 
-pytestmark = pytest.mark.skipif(shutil.which("soffice") is None, reason="LibreOffice is part of the CI install")
 
 
 def exported(tmp_path: Path, name: str, paragraphs: list[str]) -> str:
+    assert shutil.which("soffice"), "LibreOffice (soffice) is missing: bash scripts/install.sh installs it"
     doc = Document()
     for text in paragraphs:
         doc.add_paragraph(text)

@@ -16,7 +16,6 @@ from PIL import Image, ImageDraw
 from environments.judges.images import compare_images, structural_similarity
 
 
-
 def test_our_ssim_equals_scikit_images_on_random_and_structured_images() -> None:
     rng = np.random.default_rng(0)
     for shape in ((7, 7), (40, 64), (123, 77)):

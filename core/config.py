@@ -18,7 +18,8 @@ from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.errors import ConfigError
-from core.registry import Component, unknown_name_message
+from core import kinds
+from core.registry import Component, instantiate, unknown_name_message
 from core.stage_config import RecipeSection, WarmStartSection
 
 if TYPE_CHECKING:
@@ -111,17 +112,8 @@ class TasksSection(_Strict):
     pass_rates: str | None = None
 
 
-#: config key -> registry kind, for the top-level slots
-SLOT_KINDS: dict[str, str] = {
-    "model": "model",
-    "environment": "environment",
-    "sampler": "sampler",
-    "segmenter": "segmenter",
-    "trainer": "trainer",
-    "rollout": "rollout_engine",
-    "judge": "judge_executor",
-}
-SYNTHESIS_KIND = "synthesizer_role"
+#: config slot -> registry kind (the one table: core/kinds.py)
+SLOT_KINDS: dict[str, str] = {slot: kind for slot, kind in kinds.SLOT_KINDS.items() if "." not in slot}
 
 
 class Config(_Strict):
@@ -162,7 +154,7 @@ class ResolvedConfig:
         """Instantiate the component chosen for ``slot`` (e.g. ``"sampler"`` or ``"synthesis.proposer"``)."""
         if slot not in self.components:
             raise ConfigError([f"{slot}: no component configured; add {{name: ..., options: {{...}}}}"])
-        return self.components[slot].factory(self.options[slot], **context)
+        return instantiate(self.components[slot], self.options[slot], context)
 
     def to_yaml(self) -> str:
         return OmegaConf.to_yaml(OmegaConf.create(self.raw))
@@ -297,8 +289,9 @@ def _slot_entries(raw: Mapping[str, Any]) -> list[tuple[str, str, Any]]:
     synthesis = raw.get("synthesis")
     if isinstance(synthesis, Mapping):
         for role, slot in synthesis.items():
-            if slot is not None:
-                entries.append((f"synthesis.{role}", SYNTHESIS_KIND, slot))
+            path = f"synthesis.{role}"
+            if slot is not None and path in kinds.SLOT_KINDS:  # unknown roles: core.synthesize names them
+                entries.append((path, kinds.SLOT_KINDS[path], slot))
     return entries
 
 
@@ -329,7 +322,7 @@ def validate(
         for part in slot_path.split("."):
             value = value.get(part) if isinstance(value, Mapping) else None
         if value is None:
-            kind = SLOT_KINDS.get(slot_path, SYNTHESIS_KIND)
+            kind = kinds.SLOT_KINDS[slot_path]
             names = plugins.registry(kind).names()
             problems.append(
                 f"{slot_path}: required by this command but missing; add "

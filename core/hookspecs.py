@@ -32,7 +32,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 # --------------------------------------------------------------------------
-# Registration: one hook per component kind.
+# Registration: one hook per component kind (the kinds: core/kinds.py).
 # --------------------------------------------------------------------------
 
 
@@ -49,6 +49,11 @@ def scalecua_register_environments(registry: Registry) -> None:
 @hookspec
 def scalecua_register_synthesizer_roles(registry: Registry) -> None:
     """Add task-synthesizer roles (proposer, judger, checker, fixer implementations)."""
+
+
+@hookspec
+def scalecua_register_synthesis_pipelines(registry: Registry) -> None:
+    """Add task-synthesis loops (factories of :class:`core.interfaces.SynthesisPipeline`; VeriGen's is ``verigen``)."""
 
 
 @hookspec

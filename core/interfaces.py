@@ -2,15 +2,9 @@
 
 A factory registered for a kind is called as ``factory(options, **context)``
 where ``options`` is the component's validated pydantic options model. It
-returns an object implementing the matching base class below. The context
-each kind receives (keyword arguments; factories should accept ``**_``):
-
-* ``model``            — ``run_dir``
-* ``environment``      — ``run_dir``
-* ``rollout_engine``   — ``model`` (a :class:`PolicyModel`), ``seed``
-* ``trainer``          — ``model``, ``algorithm`` (:class:`core.config.AlgorithmSection`), ``seed``,
-  ``objective`` (one of :data:`OBJECTIVES`; ``grpo`` unless the warm start asks for ``cross_entropy``)
-* ``sampler``, ``segmenter``, ``judge_executor``, ``synthesizer_role`` — nothing
+returns an object implementing the matching base class below. Which base class
+and which keyword context each kind gets is one table, :mod:`core.kinds`; the
+core checks both when it creates a component.
 
 I/O-bound kinds (environments, rollout engines, judge executors, synthesizer
 roles) are asyncio-native so one process can drive hundreds of desktops;
@@ -507,3 +501,14 @@ class SynthesizerRole(abc.ABC):
     """An LLM agent with one job in VeriGen (proposer, judger, checker or fixer)."""
 
     role: ClassVar[str]
+
+
+class SynthesisPipeline(abc.ABC):
+    """The task-synthesis loop (VeriGen's): drives the configured roles over desktops and a task store."""
+
+    @abc.abstractmethod
+    async def run(self, progress: Any = None) -> dict[str, Any]:
+        """Synthesize until the budget is spent; return the run's summary (counts, exported paths, usage)."""
+
+    async def close(self) -> None:
+        return None

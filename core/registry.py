@@ -15,23 +15,13 @@ from typing import Any, Callable, Generic, Iterator, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from core import kinds
 from core.errors import ScaleCUAError
 
 T = TypeVar("T")
 
-#: kind -> (registration hook name, human label). The order is the pipeline order.
-KINDS: dict[str, tuple[str, str]] = {
-    "model": ("scalecua_register_models", "model"),
-    "environment": ("scalecua_register_environments", "environment backend"),
-    "synthesizer_role": ("scalecua_register_synthesizer_roles", "task-synthesizer role"),
-    "judge_executor": ("scalecua_register_judge_executors", "judge executor"),
-    "sampler": ("scalecua_register_samplers", "sampler"),
-    "segmenter": ("scalecua_register_segmenters", "segmenter"),
-    "trainer": ("scalecua_register_trainers", "trainer backend"),
-    "rollout_engine": ("scalecua_register_rollout_engines", "rollout engine"),
-    "getter": ("scalecua_register_getters", "judge getter"),
-    "metric": ("scalecua_register_metrics", "judge metric"),
-}
+#: kind -> (registration hook name, human label), in pipeline order: derived from the one table
+KINDS: dict[str, tuple[str, str]] = {k.name: (k.hook, k.label) for k in kinds.KINDS}
 
 
 class NoOptions(BaseModel):
@@ -46,6 +36,10 @@ class DuplicateComponentError(ScaleCUAError):
 
 class UnknownComponentError(ScaleCUAError):
     pass
+
+
+class ComponentContractError(ScaleCUAError):
+    """A factory was called with context its kind does not define, or returned the wrong kind of object."""
 
 
 def resolve_ref(ref: Any) -> Any:
@@ -164,7 +158,7 @@ class Registry(Generic[T]):
         """Validate ``options`` and call the factory with the parsed model and ``context``."""
         component = self.get(name)
         parsed = options if isinstance(options, BaseModel) else component.parse_options(options)
-        return component.factory(parsed, **context)
+        return instantiate(component, parsed, context)
 
     def names(self) -> list[str]:
         return sorted(self._components)
@@ -177,6 +171,33 @@ class Registry(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._components)
+
+
+def instantiate(component: Component, options: BaseModel, context: dict[str, Any]) -> Any:
+    """``component.factory(options, **context)``, checked against its kind's row of :data:`core.kinds.KINDS`.
+
+    The context may hold only the keywords the kind defines (a misspelt or undeclared keyword is an error
+    here, not silently swallowed by a factory's ``**_``); the object returned must implement the kind's
+    contract, or the error names the plugin that broke it.
+    """
+    spec = kinds.kind(component.kind)
+    unknown = sorted(set(context) - set(spec.context))
+    if unknown:
+        allowed = ", ".join(spec.context) or "nothing"
+        raise ComponentContractError(
+            f"{spec.label} '{component.name}': the core passed {', '.join(unknown)}, which the "
+            f"{component.kind} kind does not define (its context: {allowed}); see core/kinds.py")
+    created = component.factory(options, **context)
+    if spec.contract is not None:
+        contract = resolve_ref(spec.contract)
+        if not isinstance(created, contract):
+            raise ComponentContractError(
+                f"{spec.label} '{component.name}' from '{component.provider}' returned a "
+                f"{type(created).__module__}.{type(created).__qualname__}, which does not implement "
+                f"{spec.contract.replace(':', '.')}; subclass it (the contract of the {component.kind} kind)")
+    elif not callable(created):
+        raise ComponentContractError(f"{spec.label} '{component.name}' from '{component.provider}' is not callable")
+    return created
 
 
 def _first_doc_line(obj: Any) -> str:

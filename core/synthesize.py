@@ -26,10 +26,11 @@ import structlog
 from core import logs, rundir
 from core.cli import config_parser, main_guard
 from core.config import ResolvedConfig, load_config
+from core.kinds import SYNTHESIS_ROLES
 from core.errors import ConfigError
 from core.pluginmanager import Plugins
 
-ROLES = ("proposer", "validator", "judger", "checker", "fixer")
+ROLES = SYNTHESIS_ROLES
 SLOTS = (*ROLES, "pipeline")
 REQUIRED_SLOTS = ("synthesis.proposer", "synthesis.pipeline")
 

@@ -23,13 +23,13 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, ClassVar, Mapping, TypeVar
+from typing import Any, Awaitable, Callable, Mapping, TypeVar
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import ConfigError, EnvironmentFailure
-from core.interfaces import Environment, EnvironmentBackend, JudgeExecutor, SynthesizerRole
+from core.interfaces import Environment, EnvironmentBackend, JudgeExecutor, SynthesisPipeline
 from core.types import Observation, Task
 
 from plugins.synthesis.llm import LLMError, ReplyFormatError, Usage
@@ -90,10 +90,8 @@ class CandidateState:
     executable_first: bool | None = None
 
 
-class VeriGenPipeline(SynthesizerRole):
+class VeriGenPipeline(SynthesisPipeline):
     """The loop over the configured roles (any of validator, judger, checker, fixer may be None)."""
-
-    role: ClassVar[str] = "pipeline"
 
     def __init__(self, options: PipelineOptions, *, roles: Mapping[str, Any], backend: EnvironmentBackend | None = None,
                  executor: JudgeExecutor | None = None, getters: Any = None, metrics: Any = None,

@@ -1,4 +1,4 @@
-"""Entry-point module: VeriGen's task-synthesizer roles and its loop.
+"""Entry-point module: VeriGen's task-synthesizer roles and its loop (a kind of its own).
 
 Config slots (``synthesis.<role>``; ``null`` removes a role, the paper's ablation):
 
@@ -34,6 +34,10 @@ def scalecua_register_synthesizer_roles(registry):
     registry.register("llm-fixer", "plugins.synthesis.review:LLMFixer",
                       options="plugins.synthesis.review:FixerOptions",
                       description="fixer: repairs candidates from all findings")
+
+
+@hookimpl
+def scalecua_register_synthesis_pipelines(registry):
     registry.register("verigen", "plugins.synthesis.pipeline:VeriGenPipeline",
                       options="plugins.synthesis.pipeline:PipelineOptions",
                       description="the VeriGen loop: N workers, M desktops, repairs, SQLite task store")

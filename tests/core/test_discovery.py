@@ -19,6 +19,7 @@ PLUGIN_SOURCE = textwrap.dedent(
     '''
     from pydantic import BaseModel, ConfigDict
     from core import hookimpl
+    from core.interfaces import Sampler
 
 
     class RoundRobinOptions(BaseModel):
@@ -26,14 +27,37 @@ PLUGIN_SOURCE = textwrap.dedent(
         stride: int = 1
 
 
-    class RoundRobin:
+    class RoundRobin(Sampler):
         def __init__(self, options, **context):
             self.stride = options.stride
+            self.ids = []
+
+        def setup(self, tasks, *, seed):
+            self.ids = [t.id for t in tasks]
+
+        def select(self, iteration, batch_size):
+            start = iteration * self.stride
+            return [self.ids[(start + i) % len(self.ids)] for i in range(batch_size)]
+
+        def observe(self, iteration, outcomes):
+            pass
+
+        def state_dict(self):
+            return {}
+
+        def load_state_dict(self, state):
+            pass
+
+
+    class NotASampler:
+        def __init__(self, options, **context):
+            pass
 
 
     @hookimpl
     def scalecua_register_samplers(registry):
         registry.register("round-robin", RoundRobin, options=RoundRobinOptions)
+        registry.register("not-a-sampler", NotASampler)
     '''
 )
 

@@ -4,7 +4,8 @@ import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from core import hookimpl
-from core.registry import DuplicateComponentError, Registry, UnknownComponentError
+from core.interfaces import TrainerBackend
+from core.registry import ComponentContractError, DuplicateComponentError, Registry, UnknownComponentError
 
 
 class Options(BaseModel):
@@ -12,16 +13,57 @@ class Options(BaseModel):
     sigma: float = 0.25
 
 
+class Trainer(TrainerBackend):
+    """The smallest object that implements the trainer contract."""
+
+    def __init__(self, options: Options, **context):
+        self.sigma, self.context = options.sigma, context
+
+    def train_step(self, segments):
+        return {}
+
+    def eval_step(self, segments):
+        return {}
+
+    def export_weights(self, bucket_bytes=256 << 20):
+        return iter(())
+
+    def save(self, path):
+        pass
+
+    def load(self, path):
+        pass
+
+
 def make(options: Options, **context):
-    return ("made", options.sigma, context)
+    return Trainer(options, **context)
 
 
 def test_create_validates_options_and_passes_context():
-    registry: Registry = Registry("sampler")
-    registry.register("frontier", make, options=Options)
-    assert registry.create("frontier", {"sigma": 0.1}, seed=3) == ("made", 0.1, {"seed": 3})
+    registry: Registry = Registry("trainer")
+    registry.register("grpo", make, options=Options)
+    made = registry.create("grpo", {"sigma": 0.1}, seed=3)
+    assert (made.sigma, made.context) == (0.1, {"seed": 3})
     with pytest.raises(ValidationError):
-        registry.create("frontier", {"sigma": 0.1, "bogus": 1})
+        registry.create("grpo", {"sigma": 0.1, "bogus": 1})
+
+
+def test_context_the_kind_does_not_define_is_an_error_not_swallowed():
+    registry: Registry = Registry("trainer")
+    registry.register("grpo", make, options=Options)
+    with pytest.raises(ComponentContractError) as info:
+        registry.create("grpo", {}, seed=3, sede=4)
+    assert "sede" in str(info.value) and "model, algorithm, seed, objective" in str(info.value)
+
+
+def test_a_factory_returning_the_wrong_kind_names_the_plugin():
+    registry: Registry = Registry("sampler")
+    registry.provider = "scalecua-foo"
+    registry.register("frontier", make, options=Options)
+    with pytest.raises(ComponentContractError) as info:
+        registry.create("frontier", {})
+    message = str(info.value)
+    assert "sampler 'frontier' from 'scalecua-foo'" in message and "core.interfaces.Sampler" in message
 
 
 def test_duplicate_names_name_both_providers():

@@ -94,6 +94,11 @@ class RolloutSection(_Strict):
     concurrency: int = Field(8, ge=1)
     env_retries: int = Field(3, ge=0)
     episode_timeout_s: float = Field(3600, gt=0)
+    #: sync: rollout -> train -> weight sync in turn (the paper). async: episodes run on while the trainer
+    #: steps on groups that have finished (core/async_rollouts.py); a group sampled partly by a policy more
+    #: than ``max_staleness`` optimizer steps old is never trained. async with max_staleness 0 is sync.
+    mode: Literal["sync", "async"] = "sync"
+    max_staleness: int = Field(1, ge=0, description="async: most optimizer steps a trained group may lag")
 
 
 class TasksSection(_Strict):

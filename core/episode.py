@@ -172,6 +172,9 @@ async def run_episode(
             turn.feedback = feedback_text(actions, observation)
             context.add_observation(observation, turn.feedback)
         traj.segments = context.finish()
+        oldest = traj.oldest_weight_version
+        for segment in traj.segments:
+            segment.weight_version = oldest
         judge_started = time.monotonic()
         traj.judgement = await _judge(deps, env, task, last_action, s)
         traj.metadata["judge_s"] = time.monotonic() - judge_started

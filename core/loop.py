@@ -98,6 +98,22 @@ def build_components(
     return Components(model, backend, sampler, segmenter, trainer, engine, executor, {t.id: t for t in tasks}, deps)
 
 
+async def in_thread(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` in a worker thread; a cancellation waits for it to end (a thread cannot be stopped, and
+    nothing may close the trainer or the engine under it), then propagates."""
+    job = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+    try:
+        return await asyncio.shield(job)
+    except asyncio.CancelledError:
+        await asyncio.wait({job})
+        raise
+
+
+def group_outcomes(group: RolloutGroup) -> list[float]:
+    """What the sampler observes of a group: 1 per successful rollout, 0 otherwise."""
+    return [1.0 if t.success else 0.0 for t in group.trajectories]
+
+
 def load_pass_rates(path: str, tasks: Mapping[str, Task]) -> dict[str, float]:
     """``{task_id: rate}`` from a JSON file, for the tasks of the pool (others are ignored)."""
     from core.errors import ConfigError
@@ -127,6 +143,7 @@ class TrainingRun:
         self.metrics_log = MetricsLog(run_dir)
         self.ckpt = checkpoint.CheckpointManager(run_dir, keep=self.cfg.run.keep_checkpoints)
         self.completed = 0  # iterations completed (== index of the next iteration)
+        self.step_applied = False
         self.rng_at_completion: dict[str, Any] | None = None
         self.last_saved: int | None = None
         self.display = progress.Progress(total=self.cfg.run.iterations)
@@ -207,6 +224,7 @@ class TrainingRun:
         self.plugins.hook.scalecua_episode_end(iteration=self.completed, trajectory=traj, run_dir=self.run_dir)
 
     async def iteration(self, c: Components) -> dict[str, Any]:
+        """One synchronous iteration: select a batch, roll it out (with top-ups), train, sync the weights."""
         it, a, loop_cfg = self.completed, self.cfg.algorithm, self.cfg.rollout_loop
         timer = PhaseTimer()
         task_ids = c.sampler.select(it, a.batch_size)
@@ -225,30 +243,49 @@ class TrainingRun:
                 env_errors += stats.env_errors
                 lost += stats.lost_rollouts
                 for group in groups:
-                    outcomes[group.task_id] = [1.0 if t.success else 0.0 for t in group.trajectories]
-                    rewards = [advantages.episode_reward(t, a.incomplete_penalty) for t in group.trajectories]
-                    if c.sampler.accept(group.task_id, rewards):
+                    outcomes[group.task_id] = group_outcomes(group)
+                    if c.sampler.accept(group.task_id, self.rewards(group)):
                         kept.append(group)
                 missing = a.batch_size - len(kept)
                 seen = [g.task_id for g in kept] + list(pending)
                 pending = c.sampler.top_up(it, missing, seen) if missing > 0 else []
                 if pending:
                     extra_draws += 1
+        counters = {"rollout/env_errors": float(env_errors), "rollout/lost": float(lost),
+                    "sampler/top_up_rounds": float(extra_draws)}
+        return await self.train_on(c, kept, outcomes, counters, timer)
+
+    def rewards(self, group: RolloutGroup) -> list[float]:
+        return [advantages.episode_reward(t, self.cfg.algorithm.incomplete_penalty) for t in group.trajectories]
+
+    async def train_on(self, c: Components, kept: list[RolloutGroup], outcomes: Mapping[str, list[float]],
+                       counters: Mapping[str, float], timer: PhaseTimer, *, in_threads: bool = False) -> dict[str, Any]:
+        """The sampler observes ``outcomes``; ``kept`` groups get advantages and train one step; the weights
+        reach the engine as version ``it + 1``. ``in_threads``: the step and the sync run off the event loop,
+        so episodes in flight go on meanwhile (the asynchronous pipeline)."""
+        it, a = self.completed, self.cfg.algorithm
         c.sampler.observe(it, outcomes)
         advantages.assign_advantages(kept, incomplete_penalty=a.incomplete_penalty, eps=a.advantage_eps,
                                      normalize_std=a.normalize_advantage_std,
                                      negative_scale=a.negative_advantage_scale)
         segments = [s for g in kept for t in g.trajectories for s in t.segments]
-        metrics: dict[str, Any] = {"iteration": it, **rollout_metrics(kept)}
-        metrics.update({"rollout/env_errors": float(env_errors), "rollout/lost": float(lost),
-                        "sampler/top_up_rounds": float(extra_draws), "groups/kept": float(len(kept))})
+        metrics: dict[str, Any] = {"iteration": it, **rollout_metrics(kept), **counters,
+                                   "groups/kept": float(len(kept))}
         metrics.update({f"sampler/{k}": float(v) for k, v in c.sampler.stats().items()
                         if isinstance(v, (int, float)) and not isinstance(v, bool)})
         if segments:
+            self.step_applied = True  # the trainer is ahead of `completed` until the iteration is recorded
             with timer.phase("train"):
-                metrics.update({f"train/{k}": v for k, v in c.trainer.train_step(segments).items()})
+                if in_threads:
+                    step = await in_thread(c.trainer.train_step, segments)
+                else:
+                    step = c.trainer.train_step(segments)
+                metrics.update({f"train/{k}": v for k, v in step.items()})
             with timer.phase("weight_sync"):
-                sync_weights(c.trainer, c.engine, it + 1)  # the version: optimizer steps the weights reflect
+                if in_threads:  # the engine's session pauses generation only while its buckets load
+                    await in_thread(sync_weights, c.trainer, c.engine, it + 1)
+                else:
+                    sync_weights(c.trainer, c.engine, it + 1)  # the version: optimizer steps the weights reflect
         else:
             log.warning("no trainable segments this iteration", iteration=it)
         write_rollouts(self.run_dir, it, kept, screenshots=self.cfg.run.save_screenshots)
@@ -276,6 +313,7 @@ class TrainingRun:
         c = build_components(self.resolved, self.plugins, self.run_dir)
         self.plugins.hook.scalecua_configure(config=self.resolved.raw, run_dir=self.run_dir)
         status = "failed"
+        pipeline = None
         try:
             self.initialize(c)
             if resume and self.ckpt.latest() is not None:
@@ -286,10 +324,19 @@ class TrainingRun:
                     await self.initial_pass(c, known)
                 sync_weights(c.trainer, c.engine, self.completed)
             self.rng_at_completion = checkpoint.capture_rng()
+            step = self.iteration
+            loop_cfg = self.cfg.rollout_loop
+            if loop_cfg.mode == "async" and loop_cfg.max_staleness > 0:
+                from core.async_rollouts import AsyncIterations
+
+                pipeline = AsyncIterations(self, c)
+                pipeline.start()
+                step = pipeline.iteration
             while self.completed < self.cfg.run.iterations:
                 started = time.perf_counter()
-                metrics = await self.iteration(c)
+                metrics = await step(c)
                 self.completed += 1
+                self.step_applied = False
                 self.rng_at_completion = checkpoint.capture_rng()
                 metrics["time/iteration"] = round(time.perf_counter() - started, 4)
                 # metrics first: a kill between the two redoes the iteration and drops its line on resume
@@ -302,9 +349,16 @@ class TrainingRun:
             status = "completed"
         except asyncio.CancelledError:
             status = "interrupted"
-            log.warning("interrupted; saving a checkpoint of the last completed iteration", completed=self.completed)
-            self.save_checkpoint(c)
+            if self.step_applied:  # its weights are not those of `completed` iterations: never label them so
+                log.warning("interrupted after the iteration's optimizer step, before it was recorded; no checkpoint "
+                            "written (--resume redoes it from the last one)", completed=self.completed)
+            else:
+                log.warning("interrupted; saving a checkpoint of the last completed iteration",
+                            completed=self.completed)
+                self.save_checkpoint(c)
         finally:
+            if pipeline is not None:
+                await pipeline.close()
             self.display.close()
             await c.close()
             self.plugins.hook.scalecua_run_end(run_dir=self.run_dir, status=status)

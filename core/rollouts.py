@@ -43,12 +43,18 @@ async def collect_groups(
     seed: int,
     tag: str = "it",
     on_episode: Callable[[Trajectory], None] | None = None,
+    first_index: int = 0,
+    limit: asyncio.Semaphore | None = None,
 ) -> tuple[list[RolloutGroup], RolloutStats]:
-    """Run ``n`` rollouts of every task in ``task_ids``; groups come back in ``task_ids`` order."""
+    """Run ``n`` rollouts of every task in ``task_ids``; groups come back in ``task_ids`` order.
+
+    Task ``i`` of the call is task ``first_index + i`` of its iteration (ids and seeds); ``limit``, when given,
+    is shared with other calls running at the same time (else ``concurrency`` bounds this call alone).
+    """
     unknown = [t for t in task_ids if t not in tasks]
     if unknown:
         raise KeyError(f"sampler selected unknown task ids {unknown[:5]}")
-    limit = asyncio.Semaphore(concurrency)
+    limit = limit if limit is not None else asyncio.Semaphore(concurrency)
     stats = RolloutStats()
 
     async def one(task_index: int, task_id: str, rollout: int) -> Trajectory | None:
@@ -72,7 +78,7 @@ async def collect_groups(
         stats.lost_rollouts += 1
         return None
 
-    jobs = [one(i, task_id, j) for i, task_id in enumerate(task_ids) for j in range(n)]
+    jobs = [one(first_index + i, task_id, j) for i, task_id in enumerate(task_ids) for j in range(n)]
     results = await asyncio.gather(*jobs)
     groups: list[RolloutGroup] = []
     for i, task_id in enumerate(task_ids):

@@ -303,6 +303,12 @@ class Trajectory:
     def success(self) -> bool:
         return self.judgement is not None and self.judgement.success
 
+    @property
+    def oldest_weight_version(self) -> int | None:
+        """The oldest policy version among its turns (the one its staleness is measured by); None: unknown."""
+        versions = [t.weight_version for t in self.turns if t.weight_version is not None]
+        return min(versions) if versions else None
+
 
 # ---------------------------------------------------------------------------
 # Training items
@@ -328,6 +334,8 @@ class Segment:
     images: list[Screenshot] = field(default_factory=list)
     reward: float = 0.0
     advantage: float = 0.0
+    #: the oldest policy version that sampled a token of its trajectory (None: the engine reports none)
+    weight_version: int | None = None
 
     def __post_init__(self) -> None:
         n = len(self.input_ids)

@@ -48,6 +48,8 @@ class SimulatedOptions(BaseModel):
     height: int = Field(800, ge=16, description="screen height the agent is told")
     image_size: tuple[int, int] = Field((64, 40), description="pixel size of the synthetic screenshot")
     seed: int = Field(0, description="seeds latencies, failures and verdicts")
+    system_prompt: str | None = Field(None, description="the agent's system prompt (default: the full action space, "
+                                                        "~700 tokens); a short one makes training cheaper")
 
     @model_validator(mode="after")
     def _check(self) -> SimulatedOptions:
@@ -181,6 +183,8 @@ class SimulatedBackend(EnvironmentBackend):
     # -- the agent protocol (our tool-call format) ---------------------------------------
 
     def system_prompt(self, task: Task) -> str:
+        if self.options.system_prompt is not None:
+            return self.options.system_prompt
         return ("You are a computer-use agent in a SIMULATED desktop (a benchmark of the framework, no real "
                 "application). Act step by step; end with done.\n\n"
                 + actions.format_action_space(screen_size=(self.options.width, self.options.height)))

@@ -23,3 +23,9 @@ def scalecua_register_rollout_engines(registry):  # type: ignore[no-untyped-def]
         options="plugins.rollout.vllm_engine:VLLMEngineOptions",
         description="vLLM's in-process AsyncLLM (token-id prompts, tensor parallel, CUDA-IPC/NCCL weight transfer)",
     )
+    registry.register(
+        "simulated",
+        "plugins.rollout.simulated:create_simulated_engine",
+        options="plugins.rollout.simulated:SimulatedPolicyOptions",
+        description="a SIMULATION of a policy (seeded done/wait per turn, no model) for pipeline benchmarks",
+    )

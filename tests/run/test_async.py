@@ -1,0 +1,199 @@
+"""The asynchronous rollout pipeline (``rollout_loop.mode: async``).
+
+The end-to-end runs use ``configs/simulated-async.yaml``: the ``simulated`` desktops and the ``simulated``
+policy are SIMULATIONS (no X server, no model generating; a seeded done/wait coin per turn) with the real
+tiny Qwen3-VL tokenizer, segmenter, Frontier/DAPO samplers, torch trainer and checkpoints, so what is
+checked is the pipeline's bookkeeping, not learning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.async_rollouts import AsyncRollouts, FinishedGroup
+from core.checkpoint import list_complete
+from core.metrics import MetricsLog
+from core.types import RolloutGroup, Trajectory, Turn
+
+from .hold import hold_plugin, run_cli, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "configs" / "simulated-async.yaml"
+
+
+# -- the scheduler alone, under random completion orders ------------------------------------------------
+
+
+def _scheduled(seed: int, k: int, batch: int, steps: int, reject_every: int) -> dict:
+    rng = random.Random(seed)
+    state = {"version": 0}
+    selected: list[int] = []
+    delivered: list[tuple[int, int]] = []
+
+    def select(batch_index: int, size: int) -> list[str]:
+        selected.append(batch_index)
+        return [f"task-{rng.randrange(5)}" for _ in range(size)]
+
+    async def run_group(task_id: str, b: int, index: int, admitted: int) -> FinishedGroup:
+        trajectories = []
+        for r in range(2):
+            traj = Trajectory(trajectory_id=f"{b}-{index}-{r}", task_id=task_id, group_id=f"{b}-{index}")
+            for t in range(rng.randint(1, 6)):  # a turn samples with whatever version is current
+                for _ in range(rng.randint(0, 8)):
+                    await asyncio.sleep(0)
+                traj.turns.append(Turn(t, "x", [1], [0.0], weight_version=state["version"]))
+            trajectories.append(traj)
+        delivered.append((b, index))
+        lost = rng.random() < 0.05
+        return FinishedGroup(task_id, b, admitted, None if lost else RolloutGroup(task_id, trajectories))
+
+    async def body() -> dict:
+        rollouts = AsyncRollouts(select=select, run_group=run_group, batch_size=batch, max_staleness=k,
+                                 first_batch=0, version=lambda: state["version"])
+        rollouts.start()
+        kept, observed, lags, looked_total = [], [], [], 0
+        try:
+            for _ in range(steps):
+                calls = {"n": 0}
+
+                def accept(group: RolloutGroup) -> bool:
+                    calls["n"] += 1
+                    return calls["n"] % reject_every != 0
+
+                taken = await rollouts.take(version=state["version"], needed=batch, accept=accept,
+                                            most=2 * batch)
+                for group, lag in zip(taken.kept, taken.staleness):
+                    oldest = min(t.weight_version for tr in group.trajectories for t in tr.turns)
+                    assert lag == state["version"] - oldest
+                    lags.append(lag)
+                kept += [g.trajectories[0].group_id for g in taken.kept]
+                observed += [g.trajectories[0].group_id for g in taken.observed]
+                looked_total += len(taken.observed) + taken.dropped_stale + taken.lost_groups
+                for _ in range(rng.randint(0, 30)):  # training takes a while; episodes go on
+                    await asyncio.sleep(0)
+                state["version"] += 1
+                rollouts.wake()
+        finally:
+            await rollouts.close()
+        return {"kept": kept, "observed": observed, "lags": lags, "selected": selected, "looked": looked_total,
+                "delivered": delivered}
+
+    return asyncio.run(body())
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), k=st.integers(1, 3), batch=st.integers(1, 4), reject_every=st.integers(2, 6))
+def test_no_group_trained_twice_and_none_staler_than_k(seed, k, batch, reject_every):
+    out = _scheduled(seed, k, batch, steps=6, reject_every=reject_every)
+    assert len(out["kept"]) == len(set(out["kept"])), "a group was trained twice"
+    assert len(out["observed"]) == len(set(out["observed"])), "a group was observed twice"
+    assert set(out["kept"]) <= set(out["observed"]), "a trained group was not observed by the sampler"
+    assert all(0 <= lag <= k for lag in out["lags"]), out["lags"]
+    assert out["selected"] == list(range(len(out["selected"]))), "batches are selected once each, in order"
+    assert out["looked"] <= len(out["delivered"])
+
+
+# -- end to end, on the simulation -------------------------------------------------------------------
+
+
+def small(runs: Path, **extra: object) -> list[str]:
+    overrides = {
+        "run.output_dir": str(runs), "run.iterations": 4, "run.checkpoint_every": 1,
+        "algorithm.batch_size": 2, "algorithm.n_rollouts": 2, "algorithm.max_turns": 4,
+        "rollout.options.done_probability": 0.5,
+        "environment.options.step_latency_s": "[0.0,0.02]", "environment.options.reset_latency_s": "[0.0,0.02]",
+    }
+    overrides.update(extra)
+    return [f"{k}={v}" for k, v in overrides.items()]
+
+
+def only_run_dir(root: Path) -> Path:
+    dirs = [p for p in root.iterdir() if (p / "config.yaml").exists()]
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+def rollout_records(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for path in sorted((run_dir / "rollouts").glob("iter_*.jsonl"))
+            for line in path.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("sampler", ["frontier", "dapo"])
+def test_async_run_trains_within_the_staleness_bound(tmp_path, sampler):
+    runs = tmp_path / "runs"
+    done = run_cli("core.run", "--config", str(CONFIG), *small(runs, **{"sampler.name": sampler}))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = only_run_dir(runs)
+    rows = MetricsLog(run_dir).read()
+    assert [r["iteration"] for r in rows] == [0, 1, 2, 3]
+    for row in rows:
+        assert row["async/staleness_max"] <= 1 and row["groups/kept"] <= 2
+        assert row["async/staleness_0"] + row["async/staleness_1"] == row["groups/kept"]
+        assert 0 <= row["async/trainer_idle_share"] <= 1 and 0 <= row["async/rollout_idle_share"] <= 1
+    records = rollout_records(run_dir)
+    ids = [r["trajectory_id"] for r in records]
+    assert len(ids) == len(set(ids)), "a trajectory was trained twice"
+    for path in sorted((run_dir / "rollouts").glob("iter_*.jsonl")):
+        iteration = int(path.stem.split("_")[1])
+        for line in path.read_text().splitlines():
+            versions = [t["weight_version"] for t in json.loads(line)["turns"]]
+            assert versions and all(v is not None for v in versions)
+            assert versions == sorted(versions), "a later turn cannot sample with an older policy"
+            assert 0 <= iteration - min(versions) <= 1
+
+
+def test_async_with_max_staleness_0_is_the_sync_run(tmp_path):
+    runs = {mode: tmp_path / mode for mode in ("sync", "async0")}
+    for mode, root in runs.items():
+        extra = {"rollout_loop.mode": "sync"} if mode == "sync" else {"rollout_loop.max_staleness": 0}
+        done = run_cli("core.run", "--config", str(CONFIG), *small(root, **extra))
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    def comparable(root: Path) -> tuple[list[dict], list[list[str]]]:
+        run_dir = only_run_dir(root)
+        rows = [{k: v for k, v in r.items() if not k.startswith(("time/", "train/time/", "judge/seconds"))}
+                for r in MetricsLog(run_dir).read()]
+        turns = [[t["response_text"] for t in r["turns"]] for r in rollout_records(run_dir)]
+        return rows, turns
+
+    assert comparable(runs["sync"]) == comparable(runs["async0"])
+
+
+def test_sigkill_in_async_mode_then_resume_trains_nothing_twice(tmp_path):
+    """The kill lands right after checkpoint 2 was written, by construction (the hold plugin blocks there),
+    while the producer has groups of the next batches in flight."""
+    runs = tmp_path / "runs"
+    env = hold_plugin(tmp_path / "plugin", hook="checkpoint_saved", iteration=2)
+    child = subprocess.Popen([sys.executable, "-m", "core.run", "--config", str(CONFIG), *small(runs)], cwd=ROOT,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env)
+    marker = Path(env["SCALECUA_TEST_HOLD_MARKER"])
+    try:
+        wait_for(marker.exists, "checkpoint 2", child=child)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    run_dir = only_run_dir(runs)
+    assert [p.name for p in list_complete(run_dir)][-1] == "iter_000002"
+    before = {r["trajectory_id"] for r in rollout_records(run_dir)}
+    resumed = run_cli("core.run", "--config", str(CONFIG), *small(runs), "--resume", str(run_dir))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert [r["iteration"] for r in MetricsLog(run_dir).read()] == [0, 1, 2, 3]
+    records = rollout_records(run_dir)
+    ids = [r["trajectory_id"] for r in records]
+    assert len(ids) == len(set(ids)) and before <= set(ids)
+    later = [r for r in records if r["trajectory_id"] not in before]
+    assert later and all(min(t["weight_version"] for t in r["turns"]) >= 2 for r in later), \
+        "the resumed run samples with the checkpoint's weights"

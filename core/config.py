@@ -93,7 +93,11 @@ class RolloutSection(_Strict):
 
     concurrency: int = Field(8, ge=1)
     env_retries: int = Field(3, ge=0)
+    #: an episode still running after this many seconds ends (checked between turns) as incomplete
     episode_timeout_s: float = Field(3600, gt=0)
+    #: one environment call (acquire, reset, step, observe, judge) failing to answer within this many seconds is
+    #: an environment failure: the episode is retried on a fresh environment, never scored
+    env_call_timeout_s: float = Field(300, gt=0)
     #: sync: rollout -> train -> weight sync in turn (the paper). async: episodes run on while the trainer
     #: steps on groups that have finished (core/async_rollouts.py); a group sampled partly by a policy more
     #: than ``max_staleness`` optimizer steps old is never trained. async with max_staleness 0 is sync.

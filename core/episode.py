@@ -17,6 +17,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 import structlog
 
 from core import logs
+from core.config import AlgorithmSection, RolloutSection
 from core.errors import ActionParseError
 from core.interfaces import (
     ChatRenderer,
@@ -37,15 +38,21 @@ class EnvironmentFault(Exception):
     """Raised inside the episode when the environment (not the agent, not our code) failed."""
 
 
+_ALGORITHM, _LOOP = AlgorithmSection.model_fields, RolloutSection.model_fields
+
+
 @dataclass
 class EpisodeSettings:
-    max_turns: int = 50
-    max_new_tokens: int = 512
-    max_seq_len: int = 40000
-    temperature: float = 0.8
-    top_p: float = 1.0
-    max_parse_failures: int = 3
-    env_call_timeout_s: float = 300.0
+    """What one episode needs of ``algorithm`` and ``rollout_loop`` (defaults: theirs, one source)."""
+
+    max_turns: int = _ALGORITHM["max_turns"].default
+    max_new_tokens: int = _ALGORITHM["max_new_tokens"].default
+    max_seq_len: int = _ALGORITHM["max_seq_len"].default
+    temperature: float = _ALGORITHM["temperature"].default
+    top_p: float = _ALGORITHM["top_p"].default
+    max_parse_failures: int = _ALGORITHM["max_parse_failures"].default
+    env_call_timeout_s: float = _LOOP["env_call_timeout_s"].default
+    episode_timeout_s: float = _LOOP["episode_timeout_s"].default
 
 
 @dataclass
@@ -119,6 +126,9 @@ async def run_episode(
         parse_failures = 0
         traj.status, traj.status_reason = EpisodeStatus.INCOMPLETE, "turn limit"
         for index in range(s.max_turns):
+            if time.monotonic() - started > s.episode_timeout_s:
+                traj.status_reason = "episode timeout"
+                break
             if context.num_tokens + s.max_new_tokens > s.max_seq_len:
                 traj.status_reason = "context limit"
                 break

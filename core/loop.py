@@ -62,10 +62,11 @@ class Components:
 
 
 def settings_from(resolved: ResolvedConfig) -> EpisodeSettings:
-    a = resolved.config.algorithm
+    a, loop_cfg = resolved.config.algorithm, resolved.config.rollout_loop
     return EpisodeSettings(
         max_turns=a.max_turns, max_new_tokens=a.max_new_tokens, max_seq_len=a.max_seq_len,
         temperature=a.temperature, top_p=a.top_p, max_parse_failures=a.max_parse_failures,
+        env_call_timeout_s=loop_cfg.env_call_timeout_s, episode_timeout_s=loop_cfg.episode_timeout_s,
     )
 
 

@@ -69,6 +69,35 @@ def plot_phases(records: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def plot_async(records: list[dict[str, Any]], path: Path) -> None:
+    """``rollout_loop.mode: async``: staleness of trained groups per step, idle shares, drops."""
+    plt = _plt()
+    its = [r["iteration"] for r in records]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    levels = sorted({int(k.rsplit("_", 1)[1]) for r in records for k in r
+                     if k.startswith("async/staleness_") and k.rsplit("_", 1)[1].isdigit()})
+    bottom = [0.0] * len(records)
+    for level in levels:
+        values = [float(r.get(f"async/staleness_{level}", 0.0)) for r in records]
+        left.bar(its, values, bottom=bottom, label=f"staleness {level}")
+        bottom = [b + v for b, v in zip(bottom, values)]
+    left.plot(its, [float(r.get("async/dropped_stale", 0.0)) for r in records], "kx", label="dropped (too stale)")
+    left.set_xlabel("iteration")
+    left.set_ylabel("groups")
+    left.set_title("trained groups by staleness")
+    left.legend()
+    for key, label in (("async/trainer_idle_share", "trainer idle"), ("async/rollout_idle_share", "rollouts idle")):
+        right.plot(its, [float(r.get(key, 0.0)) for r in records], marker="o", label=label)
+    right.set_ylim(0, 1)
+    right.set_xlabel("iteration")
+    right.set_ylabel("share of the step's wall time")
+    right.set_title("idle shares")
+    right.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plot_sampler_weights(snapshots: list[dict[str, Any]], path: Path) -> None:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8, 4))
@@ -100,6 +129,9 @@ def write_report(run_dir: Path) -> dict[str, Any]:
     plot_curves(records, out / "curves.png")
     plot_phases(records, out / "phases.png")
     files = ["curves.png", "phases.png"]
+    if any("async/staleness_mean" in r for r in records):
+        plot_async(records, out / "async.png")
+        files.append("async.png")
     weights_file = run_dir / "sampler_weights.jsonl"
     if weights_file.exists():
         snapshots = [json.loads(line) for line in weights_file.read_text().splitlines() if line.strip()]
@@ -111,6 +143,9 @@ def write_report(run_dir: Path) -> dict[str, Any]:
         "iterations": len(records),
         "final": {k: last[k] for k in ("reward/mean", "success/rate", "groups/informative_share") if k in last},
         "best_success_rate": max(r.get("success/rate", 0.0) for r in records),
+        **({"async": {"dropped_stale": sum(r.get("async/dropped_stale", 0.0) for r in records),
+                      "staleness_mean": sum(r["async/staleness_mean"] for r in records) / len(records)}}
+           if any("async/staleness_mean" in r for r in records) else {}),
         "files": files,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

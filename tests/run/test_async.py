@@ -141,6 +141,9 @@ def test_async_run_trains_within_the_staleness_bound(tmp_path, sampler):
         assert row["async/staleness_max"] <= 1 and row["groups/kept"] <= 2
         assert row["async/staleness_0"] + row["async/staleness_1"] == row["groups/kept"]
         assert 0 <= row["async/trainer_idle_share"] <= 1 and 0 <= row["async/rollout_idle_share"] <= 1
+    summary = json.loads((run_dir / "report" / "summary.json").read_text())
+    assert "async.png" in summary["files"] and (run_dir / "report" / "async.png").stat().st_size > 0
+    assert summary["async"]["dropped_stale"] == sum(r["async/dropped_stale"] for r in rows)
     records = rollout_records(run_dir)
     ids = [r["trajectory_id"] for r in records]
     assert len(ids) == len(set(ids)), "a trajectory was trained twice"
@@ -197,3 +200,56 @@ def test_sigkill_in_async_mode_then_resume_trains_nothing_twice(tmp_path):
     later = [r for r in records if r["trajectory_id"] not in before]
     assert later and all(min(t["weight_version"] for t in r["turns"]) >= 2 for r in later), \
         "the resumed run samples with the checkpoint's weights"
+
+
+def test_segments_carry_the_oldest_version_of_a_partial_rollout(plugins):
+    """An episode whose policy is updated between its turns: each turn records the version that sampled it,
+    and its segments carry the oldest (what staleness is measured by)."""
+    from core.episode import EpisodeDeps, EpisodeSettings, run_episode
+    from core.types import Task
+    from plugins.qwen_vl.model import QwenVLModel, QwenVLOptions
+    from plugins.rollout.simulated import SimulatedPolicy, SimulatedPolicyOptions
+
+    model = QwenVLModel(QwenVLOptions(tiny={"family": "qwen3_vl"}, seed=0))
+    engine = SimulatedPolicy(SimulatedPolicyOptions(done_probability=1e-9), model=model)
+    engine.begin_weight_update(3)
+    engine.commit_weight_update()
+    backend = plugins.registry("environment").create("simulated", {"success_rate": 1.0})
+    deps = EpisodeDeps(backend=backend, engine=engine, renderer=model.renderer(),
+                       segmenter=plugins.registry("segmenter").create("sliding-window", {"keep_images": 2,
+                                                                                          "min_removal": 1}),
+                       executor=None, getters=plugins.registry("getter"), metrics=plugins.registry("metric"),
+                       settings=EpisodeSettings(max_turns=6, max_new_tokens=64))
+
+    def bump(traj: Trajectory) -> None:  # after turn 2, the trainer's next version arrives
+        if len(traj.turns) == 2:
+            engine.begin_weight_update(4)
+            engine.commit_weight_update()
+
+    task = Task(id="t", instruction="do it", evaluator={"func": "simulated"})
+    traj = asyncio.run(run_episode(task, deps, trajectory_id="r", group_id="g", seed=1, on_turn=bump))
+    assert [t.weight_version for t in traj.turns] == [3, 3, 4, 4, 4, 4]
+    assert len(traj.segments) > 1 and {s.weight_version for s in traj.segments} == {3}
+
+
+def test_episode_timeout_ends_the_episode_between_turns(plugins):
+    """``rollout_loop.episode_timeout_s`` is read: an episode past it ends as incomplete at the next turn."""
+    from core.episode import EpisodeDeps, EpisodeSettings, run_episode
+    from core.loop import settings_from
+    from core.config import load_config
+    from core.types import EpisodeStatus, Task
+    from plugins.qwen_vl.model import QwenVLModel, QwenVLOptions
+    from plugins.rollout.simulated import SimulatedPolicy, SimulatedPolicyOptions
+
+    resolved, _ = load_config(CONFIG, ["rollout_loop.episode_timeout_s=12.5", "rollout_loop.env_call_timeout_s=7"])
+    settings = settings_from(resolved)
+    assert (settings.episode_timeout_s, settings.env_call_timeout_s) == (12.5, 7.0)
+    model = QwenVLModel(QwenVLOptions(tiny={"family": "qwen3_vl"}, seed=0))
+    deps = EpisodeDeps(backend=plugins.registry("environment").create("simulated", {}),
+                       engine=SimulatedPolicy(SimulatedPolicyOptions(done_probability=1e-9), model=model),
+                       renderer=model.renderer(), segmenter=plugins.registry("segmenter").create("sliding-window", {}),
+                       executor=None, getters=plugins.registry("getter"), metrics=plugins.registry("metric"),
+                       settings=EpisodeSettings(max_turns=6, max_new_tokens=64, episode_timeout_s=1e-9))
+    task = Task(id="t", instruction="do it", evaluator={"func": "simulated"})
+    traj = asyncio.run(run_episode(task, deps, trajectory_id="r", group_id="g", seed=1))
+    assert (traj.status, traj.status_reason, traj.turns) == (EpisodeStatus.INCOMPLETE, "episode timeout", [])

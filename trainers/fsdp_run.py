@@ -19,6 +19,7 @@ from typing import Any, Iterator, Sequence
 
 import structlog
 
+from core.interfaces import TrainerBackend
 from core.types import Segment
 
 log = structlog.get_logger(__name__)
@@ -34,7 +35,7 @@ def _announce(call: tuple[str, tuple[Any, ...]]) -> None:
     dist.broadcast_object_list([call], src=0)
 
 
-class DrivenTrainer:
+class DrivenTrainer(TrainerBackend):
     """Rank 0's trainer: every call is first broadcast so the followers make the same call."""
 
     def __init__(self, trainer: Any) -> None:

@@ -1,0 +1,139 @@
+"""Environment backends and the judge executors they evaluate with."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from core.types import Action, Judgement, Observation, Task
+
+
+# ---------------------------------------------------------------------------
+# Environments
+# ---------------------------------------------------------------------------
+
+
+class Environment(abc.ABC):
+    """One live desktop reachable through the interaction probe protocol."""
+
+    env_id: str
+    screen_size: tuple[int, int]
+    #: True when the desktop is sandboxed (container/VM): generated getters may run inside it.
+    isolated: bool
+    #: host path of the desktop user's home when the desktop shares this host, else None.
+    home_dir: Path | None
+    #: the probe client (:class:`environments.client.EnvironmentClient`)
+    client: Any
+
+    @abc.abstractmethod
+    async def reset(self, task: Task) -> Observation:
+        """Restore a clean state, run the task's setup steps, return the first observation."""
+
+    @abc.abstractmethod
+    async def step(self, action: Action) -> Observation:
+        """Execute one action and return the observation after it."""
+
+    @abc.abstractmethod
+    async def observe(self) -> Observation: ...
+
+    async def healthy(self) -> bool:
+        return True
+
+
+class EnvironmentBackend(abc.ABC):
+    """A pool of environments of one kind; episodes acquire and release them."""
+
+    @abc.abstractmethod
+    async def acquire(self) -> Environment: ...
+
+    @abc.abstractmethod
+    async def release(self, env: Environment, *, discard: bool = False) -> None:
+        """Return ``env``; ``discard`` when it misbehaved (it is replaced, never reused)."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Stop every process/container this backend started."""
+
+    # -- the agent protocol of this kind of environment -------------------------
+
+    @abc.abstractmethod
+    def system_prompt(self, task: Task) -> str:
+        """The system prompt for an episode of ``task``: role, action space and output format."""
+
+    @abc.abstractmethod
+    def parse_response(self, text: str) -> list[Action]:
+        """Actions in a model response; raise :class:`core.errors.ActionParseError` when unparsable."""
+
+    def format_response(self, actions: Sequence[Action]) -> str:
+        """A response in this backend's action format that :meth:`parse_response` reads back as ``actions``.
+
+        Demonstrations (recorded oracles) are written with it. A backend whose action format cannot be
+        written raises :class:`core.errors.ScaleCUAError` naming a format that can.
+        """
+        from core.errors import ScaleCUAError
+
+        raise ScaleCUAError(f"environment backend {type(self).__name__} cannot write responses in its action "
+                            "format, so it cannot record demonstrations; implement format_response()")
+
+    @abc.abstractmethod
+    async def evaluate(
+        self,
+        env: Environment,
+        task: Task,
+        *,
+        executor: JudgeExecutor | None,
+        getters: Any,
+        metrics: Any,
+        last_action: Action | None,
+    ) -> Judgement:
+        """Score ``env``'s final state for ``task``; never raises for a judge failure.
+
+        ``getters`` / ``metrics`` are the getter and metric registries; generated
+        code in ``task.evaluator.code`` runs through ``executor``.
+        """
+
+    def convert_task(self, raw: Mapping[str, Any]) -> Task:
+        """Turn a task file's JSON into a :class:`Task` (OSWorld format by default)."""
+        return Task.model_validate(raw)
+
+    async def __aenter__(self) -> EnvironmentBackend:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+# ---------------------------------------------------------------------------
+# Judges
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class JudgeCall:
+    """Outcome of running one piece of judge code. ``status`` uses JudgementStatus values."""
+
+    status: str
+    value: Any = None
+    error: str | None = None
+    duration_s: float = 0.0
+
+
+class JudgeExecutor(abc.ABC):
+    """Runs untrusted (generated) judge code: metrics on the host, getters where the env allows."""
+
+    @abc.abstractmethod
+    async def run_metric(
+        self, code: str, function: str, result: Any, expected: Any, options: Mapping[str, Any]
+    ) -> JudgeCall:
+        """Call ``function(result, expected, **options)`` defined in ``code``; value is the score."""
+
+    @abc.abstractmethod
+    async def run_getter(self, code: str, function: str, env: Environment, config: Mapping[str, Any]) -> JudgeCall:
+        """Call ``function(config)`` defined in ``code`` against ``env``'s state; value is the artifact."""
+
+    async def close(self) -> None:
+        return None
+
+

@@ -215,15 +215,20 @@ def grpo_token_loss(
     if normalizer <= 0:
         raise ValueError(f"normalizer must be the step's positive count of trainable tokens, got {normalizer}")
     mask = loss_mask.to(logprobs.dtype)
+    behaviour, weight = rollout_logprobs, None
+    if algorithm.tis_cap is not None:
+        # one optimizer step per batch: the policy at the step's start is the current one, detached
+        behaviour = logprobs.detach()
+        weight = torch.clamp(importance_ratio(behaviour, rollout_logprobs), max=algorithm.tis_cap)
     surrogate = clipped_surrogate(
         logprobs,
-        rollout_logprobs,
+        behaviour,
         advantages,
         clip_low=algorithm.clip_low,
         clip_high=algorithm.clip_high,
         clip_c=algorithm.clip_c,
     )
-    per_token = surrogate.loss
+    per_token = surrogate.loss if weight is None else surrogate.loss * weight
     kl = None
     if algorithm.kl_coef != 0.0:
         if ref_logprobs is None:

@@ -240,3 +240,21 @@ def test_micro_batch_split_never_changes_the_step_gradient(lengths: list[int], s
 def test_count_trainable_tokens_skips_the_unpredictable_first_position() -> None:
     segs = [Segment("a", "t", 0, [1, 2, 3], [1, 1, 0], [0.0] * 3), Segment("b", "t", 0, [1, 2], [0, 1], [0.0] * 2)]
     assert count_trainable_tokens(segs) == 2
+
+
+def test_truncated_importance_sampling_corrects_stale_tokens_instead_of_clipping_them() -> None:
+    """A token the rollout policy sampled at p = 0.1 that the current policy gives 0.5 (ratio 5): plain DAPO
+    clipping (1 + 0.28) zeroes its gradient for A > 0; with tis_cap = 2 it keeps the gradient -A * min(5, 2) *
+    d log p, and a fresh token (ratio 1) gets the plain gradient -A * d log p."""
+    logp = torch.tensor([math.log(0.5), math.log(0.3)], requires_grad=True)
+    rollout = torch.tensor([math.log(0.1), math.log(0.3)])
+    adv, mask = torch.tensor([1.0, 1.0]), torch.tensor([1, 1])
+    plain = AlgorithmSection(kl_coef=0.0)
+    grpo_token_loss(logp, rollout, adv, mask, algorithm=plain, normalizer=2.0).backward()
+    assert logp.grad.tolist() == pytest.approx([0.0, -1.0 / 2])
+    logp.grad = None
+    tis = AlgorithmSection(kl_coef=0.0, tis_cap=2.0)
+    loss = grpo_token_loss(logp, rollout, adv, mask, algorithm=tis, normalizer=2.0)
+    loss.backward()
+    assert logp.grad.tolist() == pytest.approx([-2.0 / 2, -1.0 / 2])
+    assert float(loss) == pytest.approx(-(2.0 + 1.0) / 2)

@@ -6,7 +6,9 @@
 (a) ``configs/simulated-async.yaml``: SIMULATED desktops with OSWorld-like step and reset latency (1-3 s)
 and a SIMULATED policy (a seeded done/wait coin per turn: episodes of 1 to 50 turns, about 14 on average,
 so a synchronous step waits for its slowest episode), with the real tiny Qwen3-VL tokenizer, segments and
-torch trainer (a real optimizer step on the episodes' tokens). Environments dominate as in the paper.
+torch trainer (a real optimizer step on the episodes' tokens). Environments dominate as in the paper, and
+the pool holds two batches of episodes (the paper: 600 environments for 256 episodes a batch), the same
+pool in every mode: a synchronous step can use one batch's worth of it.
 ``--quick`` scales every latency by 0.1 and the batch and episodes down (to fit about a minute).
 
 (b) ``--desktops``: real local desktops with the quickstart's settings (``configs/quickstart.yaml``, the tiny
@@ -102,8 +104,8 @@ def simulated_overrides(quick: bool, iterations: int) -> list[str]:
     return [f"run.iterations={iterations}", f"run.checkpoint_every={iterations}",
             f"environment.options.step_latency_s=[{QUICK_SCALE * 1.0:g},{QUICK_SCALE * 3.0:g}]",
             f"environment.options.reset_latency_s=[{QUICK_SCALE * 1.0:g},{QUICK_SCALE * 3.0:g}]",
-            "algorithm.batch_size=2", "algorithm.n_rollouts=2", "rollout_loop.concurrency=4",
-            "environment.options.max_environments=4", "algorithm.max_turns=20"]
+            "algorithm.batch_size=2", "algorithm.n_rollouts=2", "rollout_loop.concurrency=8",
+            "environment.options.max_environments=8", "algorithm.max_turns=20"]
 
 
 def main() -> int:

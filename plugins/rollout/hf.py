@@ -69,14 +69,9 @@ class HFRolloutEngine(RolloutEngine):
     def __init__(self, options: HFEngineOptions, *, model: PolicyModel, seed: int = 0) -> None:
         import torch
 
-        from plugins.qwen_vl.renderer import QwenVLRenderer
-
         self.options = options
         self.policy = model
         self.renderer = model.renderer()
-        if not isinstance(self.renderer, QwenVLRenderer):
-            raise TypeError(f"the hf engine drives Hugging Face Qwen-VL models; renderer "
-                            f"{type(self.renderer).__name__} is not a QwenVLRenderer")
         if options.device == "auto":
             self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         else:
@@ -84,6 +79,10 @@ class HFRolloutEngine(RolloutEngine):
             if self.device.type == "cuda" and not torch.cuda.is_available():
                 raise ValueError(f"rollout.options.device: {options.device!r} but no CUDA GPU is visible")
         self.model = model.load(dtype=options.dtype, device=str(self.device)).eval().requires_grad_(False)
+        if not callable(getattr(getattr(self.model, "model", None), "get_rope_index", None)):
+            raise TypeError(f"the hf engine samples Hugging Face vision-language models with multimodal rotary "
+                            f"positions (the Qwen2-VL family's get_rope_index); {type(self.model).__name__} of "
+                            f"model family {type(model).__name__} has none: use the vllm or openai-compatible engine")
         self._params = dict(self.model.named_parameters())
         self.suppress_ids = model.suppressed_ids()
         from trainers.policy import suppression_mask
@@ -204,7 +203,6 @@ class HFRolloutEngine(RolloutEngine):
         """Sample every request of a batch (synchronous; callers hold the engine lock)."""
         import torch
 
-        from plugins.qwen_vl.forward import build_model_inputs
         from trainers.policy import policy_logits
 
         started = time.perf_counter()
@@ -214,8 +212,8 @@ class HFRolloutEngine(RolloutEngine):
             gen.manual_seed(int(seed) % (2**63))
             rows.append(_Row(req, gen))
         with torch.no_grad():
-            inputs = build_model_inputs(self.renderer, [r.prompt_ids for r in requests],
-                                        [list(r.images) for r in requests], device=self.device)
+            inputs = self.policy.model_inputs([r.prompt_ids for r in requests], [list(r.images) for r in requests],
+                                              device=self.device)
             attention = inputs["attention_mask"]
             body = self.model.model
             rope_kwargs = {k: inputs[k] for k in ("image_grid_thw",) if k in inputs}

@@ -98,12 +98,12 @@ def compare(name: str, config: Path, overrides: list[str], work: Path) -> dict[s
     return {"modes": modes, "speedup_vs_sync": {m: round(r["iterations_per_hour"] / base, 3) for m, r in modes.items()}}
 
 
-def simulated_overrides(quick: bool, iterations: int) -> list[str]:
+def simulated_overrides(quick: bool, iterations: int, scale: float) -> list[str]:
+    latency = [f"environment.options.step_latency_s=[{scale * 1.0:g},{scale * 3.0:g}]",
+               f"environment.options.reset_latency_s=[{scale * 1.0:g},{scale * 3.0:g}]"]
     if not quick:
-        return [f"run.iterations={iterations}", f"run.checkpoint_every={iterations}"]
-    return [f"run.iterations={iterations}", f"run.checkpoint_every={iterations}",
-            f"environment.options.step_latency_s=[{QUICK_SCALE * 1.0:g},{QUICK_SCALE * 3.0:g}]",
-            f"environment.options.reset_latency_s=[{QUICK_SCALE * 1.0:g},{QUICK_SCALE * 3.0:g}]",
+        return [f"run.iterations={iterations}", f"run.checkpoint_every={iterations}", *latency]
+    return [f"run.iterations={iterations}", f"run.checkpoint_every={iterations}", *latency,
             "algorithm.batch_size=2", "algorithm.n_rollouts=2", "rollout_loop.concurrency=8",
             "environment.options.max_environments=8", "algorithm.max_turns=20"]
 
@@ -113,18 +113,21 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="latencies x 0.1, small batch, short episodes")
     parser.add_argument("--desktops", action="store_true", help="also (b): real local desktops, quickstart settings")
     parser.add_argument("--iterations", type=int, default=None, help="iterations per mode (default 3 quick, 6)")
+    parser.add_argument("--latency-scale", type=float, default=None,
+                        help="multiply the simulated desktops' latencies (default 0.1 quick, 1)")
     args = parser.parse_args()
     iterations = args.iterations or (3 if args.quick else 6)
+    scale = args.latency_scale if args.latency_scale is not None else (QUICK_SCALE if args.quick else 1.0)
+    overrides = simulated_overrides(args.quick, iterations, scale)
     with tempfile.TemporaryDirectory(prefix="bench-async-") as tmp:
         work = Path(tmp)
         report: dict[str, Any] = {
             "bench": "async_pipeline",
             "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                         "load_average_1m_at_start": round(os.getloadavg()[0], 2)},
-            "settings": {"quick": args.quick, "iterations_per_mode": iterations,
-                         "simulated": {"config": str(SIMULATED.relative_to(ROOT)),
-                                       "overrides": simulated_overrides(args.quick, iterations)}},
-            "simulated": compare("simulated", SIMULATED, simulated_overrides(args.quick, iterations), work),
+            "settings": {"quick": args.quick, "iterations_per_mode": iterations, "latency_scale": scale,
+                         "simulated": {"config": str(SIMULATED.relative_to(ROOT)), "overrides": overrides}},
+            "simulated": compare("simulated", SIMULATED, overrides, work),
         }
         report["target"] = {"async_k1_vs_sync_simulated": TARGET_SIMULATED,
                             "met": report["simulated"]["speedup_vs_sync"]["async_k1"] >= TARGET_SIMULATED}

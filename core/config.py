@@ -85,10 +85,8 @@ class AlgorithmSection(_Strict):
     #: their tokens down less than successes pull theirs up: with a small policy, failures' low-probability
     #: tokens can otherwise dominate the step and lower the successes' likelihood too
     negative_advantage_scale: float = Field(1.0, ge=0, le=1)
-    #: truncated importance sampling (off: null). Set, each token's loss is weighted by
-    #: min(pi_step_start / pi_rollout, tis_cap) and clipped against the step's own starting policy instead of
-    #: the rollout's: a token sampled by an older policy (asynchronous rollouts) or a mismatched engine is
-    #: corrected, not clipped away
+    #: truncated importance sampling (null: off): each token weighted by min(pi_step_start / pi_rollout, cap) and
+    #: clipped against the step's start, so stale (async) or engine-mismatched tokens are corrected, not clipped away
     tis_cap: float | None = Field(None, gt=0)
     max_parse_failures: int = Field(3, ge=1)
 

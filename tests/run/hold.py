@@ -81,3 +81,25 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 1800) -> subpr
     """``python -m <args>`` in the repository root, output captured (the timeout only catches a hang)."""
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout,
                           cwd=Path(__file__).resolve().parents[2], env=env)
+
+
+def only_run_dir(root: Path) -> Path:
+    """The one run directory under ``root`` (a directory holding ``config.yaml``)."""
+    dirs = [p for p in root.iterdir() if (p / "config.yaml").exists()]
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+def kill_when_held(args: list[str], env: dict[str, str], what: str, timeout_s: float = 600) -> None:
+    """Start ``python -m <args>`` with the hold plugin's ``env``, wait until it holds, then SIGKILL it."""
+    import signal
+
+    child = subprocess.Popen([sys.executable, "-m", *args], cwd=Path(__file__).resolve().parents[2], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for(Path(env["SCALECUA_TEST_HOLD_MARKER"]).exists, what, timeout_s=timeout_s, child=child)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(30)
+    finally:
+        if child.poll() is None:
+            child.kill()

@@ -10,11 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,7 +22,7 @@ from core.checkpoint import list_complete
 from core.metrics import MetricsLog
 from core.types import RolloutGroup, Trajectory, Turn
 
-from .hold import hold_plugin, run_cli, wait_for
+from .hold import hold_plugin, kill_when_held, only_run_dir, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs" / "simulated-async.yaml"
@@ -118,11 +114,6 @@ def small(runs: Path, **extra: object) -> list[str]:
     return [f"{k}={v}" for k, v in overrides.items()]
 
 
-def only_run_dir(root: Path) -> Path:
-    dirs = [p for p in root.iterdir() if (p / "config.yaml").exists()]
-    assert len(dirs) == 1, dirs
-    return dirs[0]
-
 
 def rollout_records(run_dir: Path) -> list[dict]:
     return [json.loads(line) for path in sorted((run_dir / "rollouts").glob("iter_*.jsonl"))
@@ -178,16 +169,7 @@ def test_sigkill_in_async_mode_then_resume_trains_nothing_twice(tmp_path):
     while the producer has groups of the next batches in flight."""
     runs = tmp_path / "runs"
     env = hold_plugin(tmp_path / "plugin", hook="checkpoint_saved", iteration=2)
-    child = subprocess.Popen([sys.executable, "-m", "core.run", "--config", str(CONFIG), *small(runs)], cwd=ROOT,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env)
-    marker = Path(env["SCALECUA_TEST_HOLD_MARKER"])
-    try:
-        wait_for(marker.exists, "checkpoint 2", child=child)
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait(30)
-    finally:
-        if child.poll() is None:
-            child.kill()
+    kill_when_held(["core.run", "--config", str(CONFIG), *small(runs)], env, "checkpoint 2")
     run_dir = only_run_dir(runs)
     assert [p.name for p in list_complete(run_dir)][-1] == "iter_000002"
     before = {r["trajectory_id"] for r in rollout_records(run_dir)}

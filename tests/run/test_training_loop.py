@@ -19,7 +19,7 @@ import pytest
 from core.checkpoint import list_complete
 from core.metrics import MetricsLog
 
-from .hold import hold_plugin, wait_for
+from .hold import hold_plugin, only_run_dir, wait_for
 
 pytestmark = [pytest.mark.desktop, pytest.mark.slow]
 
@@ -48,11 +48,6 @@ def small(run_dir_root: Path, **extra: object) -> list[str]:
 def run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
-
-def only_run_dir(root: Path) -> Path:
-    dirs = [p for p in root.iterdir() if (p / "config.yaml").exists()]
-    assert len(dirs) == 1, dirs
-    return dirs[0]
 
 
 def tagged_processes(run_dir: Path) -> list[str]:

@@ -25,7 +25,7 @@ from core.demonstrations import DemonstrationError, demonstration_segments, load
 from core.envcheck import oracle_of
 from core.metrics import MetricsLog, write_trajectories
 
-from .hold import hold_plugin, run_cli, wait_for
+from .hold import hold_plugin, only_run_dir, run_cli, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"
@@ -52,11 +52,6 @@ def small_config(tmp_path: Path, **extra: object) -> Path:
     return path
 
 
-
-def only_run_dir(root: Path) -> Path:
-    dirs = [p for p in root.iterdir() if (p / "config.yaml").exists()]
-    assert len(dirs) == 1, dirs
-    return dirs[0]
 
 
 @pytest.mark.desktop

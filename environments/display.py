@@ -188,7 +188,7 @@ class Session:
         probe_env = {**self.env, "SCALECUA_PROBE_TOKEN": a.token} if a.token else self.env
         probe = self._spawn(
             "probe", [sys.executable, "-m", "environments.probe", "--display", display, "--port", str(a.probe_port),
-                      "--host", a.probe_host, "--home", a.home,
+                      "--host", a.probe_host, "--home", a.home, *(["--no-auth"] if a.no_auth else []),
                       *[arg for module in a.probe_routes for arg in ("--routes", module)]],
             env=probe_env, stdout=subprocess.PIPE,
         )
@@ -196,6 +196,8 @@ class Session:
         ready = json.loads(_read_line(probe.stdout.fileno(), timeout, "the probe"))
         threading.Thread(target=_drain, args=(probe.stdout,), daemon=True).start()
         return {"display": display, "probe_port": ready["port"], "pids": self.pids,
+                # a token we were given is not echoed; one the probe generated is how the caller learns it
+                "probe_token": None if a.token else ready.get("token"),
                 "dbus_address": self.env["DBUS_SESSION_BUS_ADDRESS"]}
 
     def _wait_for_window_manager(self, timeout: float) -> None:
@@ -255,7 +257,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--runtime-dir", required=True)
     parser.add_argument("--size", default="1280x800x24", help="WIDTHxHEIGHTxDEPTH")
     parser.add_argument("--window-manager", default="openbox", help="openbox, another WM binary, or none")
-    parser.add_argument("--token", default=os.environ.get("SCALECUA_PROBE_TOKEN"))
+    parser.add_argument("--token", default=os.environ.get("SCALECUA_PROBE_TOKEN"),
+                        help="the probe's bearer token (default: $SCALECUA_PROBE_TOKEN, else the probe generates one "
+                             "and the ready line carries it as probe_token)")
+    parser.add_argument("--no-auth", action="store_true",
+                        help="the probe serves without a token (loopback only; OSWorld-protocol compatibility)")
     parser.add_argument("--accessibility", action="store_true", help="let apps export AT-SPI trees")
     parser.add_argument("--startup-timeout", type=float, default=30.0)
     # inside a container the probe listens on the container's network (with a token), e.g. 0.0.0.0:5000

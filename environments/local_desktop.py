@@ -59,6 +59,10 @@ class LocalDesktopOptions(BaseModel):
     startup_timeout_s: float = Field(30.0, gt=0, description="limit for one desktop to come up")
     reset_timeout_s: float = Field(300.0, gt=0, description="limit for one reset, setup steps included")
     setup_retries: int = Field(1, ge=0, description="extra attempts when a task's setup fails")
+    setup_failures: Literal["fail", "warn"] = Field(
+        "fail", description="a setup command exiting non-zero or timing out: fail the reset (retried, never scored) "
+        "or warn and start the episode anyway (OSWorld's own harness does; upstream-compatibility runs only)"
+    )
     settle_s: float = Field(0.3, ge=0, description="pause after an action before the screenshot")
     accessibility: bool = Field(False, description="let apps export AT-SPI trees (slower app start)")
     observe_accessibility: bool = Field(False, description="put the AT-SPI tree into each observation")
@@ -220,7 +224,7 @@ class LocalDesktop(Environment):
         return SetupContext(
             screen_size=self.screen_size, task_dir=Path(task_dir) if task_dir else None,
             allowed_apps=self.options.allowed_apps, client_password=self.options.client_password,
-            home=str(self.home_dir),
+            home=str(self.home_dir), command_failures=self.options.setup_failures,
         )
 
     async def step(self, action: Action) -> Observation:

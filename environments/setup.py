@@ -16,7 +16,7 @@ import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Literal, Mapping, Sequence
 from urllib.parse import unquote, urlsplit
 
 import structlog
@@ -56,6 +56,9 @@ class SetupContext:
     #: the evaluation's cache (postconfig only): ``command`` / ``execute`` steps with ``stdout`` / ``stderr``
     #: file names write the command's output there, where the ``cache_file`` getter reads it (as OSWorld)
     cache_dir: Path | None = None
+    #: a command step that exits non-zero or times out: ``fail`` (a SetupError: the reset fails, the episode is
+    #: retried and never scored) or ``warn`` (log and go on, as OSWorld's own harness; upstream-compatibility runs)
+    command_failures: Literal["fail", "warn"] = "fail"
 
     def placeholders(self) -> dict[str, str]:
         width, height = self.screen_size
@@ -178,10 +181,14 @@ async def _execute(client: EnvironmentClient, params: dict[str, Any], context: S
     for key, target in outputs.items():
         target.write_text(str(result.get("output" if key == "stdout" else "error") or ""), encoding="utf-8")
     if result.get("returncode") not in (0, None) or result.get("status") != "success":
-        if params.get("check"):
-            raise ValueError(f"command failed (returncode {result.get('returncode')}): {result.get('error')!s:.300}")
-        log.warning("setup command failed", command=command, returncode=result.get("returncode"),
-                    error=str(result.get("error"))[:300])
+        shown = command if isinstance(command, str) else shlex.join(command)
+        stderr = str(result.get("error") or result.get("message") or "").strip()
+        if params.get("check") or context.command_failures == "fail":
+            raise ValueError(f"command {shown!r:.200} failed (returncode {result.get('returncode')}): "
+                             f"{stderr[-400:] or 'no stderr'} (a task written for another desktop? the environment's "
+                             "setup_failures: warn runs it anyway)")
+        log.warning("setup command failed", command=shown[:200], returncode=result.get("returncode"),
+                    error=stderr[-300:])
     return result
 
 

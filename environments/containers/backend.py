@@ -84,6 +84,10 @@ class ContainerPoolOptions(BaseModel):
     request_timeout_s: float = Field(60.0, gt=0, description="limit for one request to a desktop")
     reset_timeout_s: float = Field(300.0, gt=0, description="limit for one reset, setup steps included")
     setup_retries: int = Field(1, ge=0, description="extra attempts (on a fresh container) when setup fails")
+    setup_failures: Literal["fail", "warn"] = Field(
+        "fail", description="a setup command exiting non-zero or timing out: fail the reset (retried, never scored) "
+        "or warn and start the episode anyway (OSWorld's own harness does; upstream-compatibility runs only)"
+    )
     settle_s: float = Field(0.3, ge=0, description="pause after an action before the screenshot")
     ulimits: dict[str, int] = Field(
         default_factory=lambda: {"nofile": 4096, "nproc": 16384},
@@ -200,7 +204,7 @@ class ContainerEnvironment(Environment):
         o = self.backend.options
         return SetupContext(screen_size=self.screen_size, task_dir=Path(task_dir) if task_dir else None,
                             allowed_apps=o.allowed_apps, client_password=o.client_password,
-                            home=self.backend.desktop_home)
+                            home=self.backend.desktop_home, command_failures=o.setup_failures)
 
     async def step(self, action: Action) -> Observation:
         self.slot.dirty = True

@@ -5,9 +5,11 @@ run_python, files, setup endpoints, ...) plus ``POST /action`` (one action of
 the paper's action space, executed with real X input) and ScienceBoard's
 ``/read``, ``/write``, ``/append``. Run it with::
 
-    python -m environments.probe --display :3 --port 5000 [--host 127.0.0.1] [--token T] [--home DIR]
+    python -m environments.probe --display :3 --port 5000 [--host 127.0.0.1] [--token T | --no-auth] [--home DIR]
 
-It binds to loopback by default and refuses to bind elsewhere without a
-token; with a token, every request needs ``Authorization: Bearer <token>``.
+Every request needs ``Authorization: Bearer <token>``: without ``--token`` the
+probe generates one and prints it in its ready line. ``--no-auth`` (loopback
+only) is for OSWorld-protocol compatibility. Request bodies and served files
+are bounded (413) and paths are normalized before use.
 :class:`environments.client.EnvironmentClient` is its client.
 """

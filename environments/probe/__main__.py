@@ -1,11 +1,17 @@
-"""``python -m environments.probe --display :N --port P [--host H] [--token T] [--home DIR] [--routes MODULE]``.
+"""``python -m environments.probe --display :N --port P [--host H] [--token T | --no-auth] [--routes MODULE]``.
+
+The probe always authenticates: every request must carry ``Authorization: Bearer TOKEN``. Without
+``--token`` (or ``$SCALECUA_PROBE_TOKEN``) it generates one and prints it in its ready line, so whoever
+started it (and only they) can talk to it; any other local process, root's included, gets 401.
+``--no-auth`` serves without a token, on loopback only, for OSWorld-protocol compatibility (upstream's
+clients send none); never use it on a machine other users share.
 
 ``--routes MODULE`` (repeatable; default ``$SCALECUA_PROBE_ROUTES``, comma-separated) serves the endpoints
 of ``MODULE.ROUTES`` besides the probe's own: that is how a plugin adds in-desktop endpoints (ScienceBoard's
 ``/tex/check`` and ``/lean/check`` come from :mod:`environments.scienceboard.checkers`) without the probe
 importing it.
 
-Prints one JSON line ``{"probe": "ready", "host", "port", "display"}`` on
+Prints one JSON line ``{"probe": "ready", "host", "port", "display", "token"}`` on
 stdout once it accepts connections (``--port 0`` picks a free port, so
 whoever starts it learns the port without racing for one).
 """
@@ -16,6 +22,7 @@ import argparse
 import importlib
 import json
 import os
+import secrets
 import signal
 import sys
 import threading
@@ -24,7 +31,7 @@ from typing import Any, Sequence
 from core import logs
 from environments.probe.desktop import Desktop
 from environments.probe.routes import ROUTES, ProbeState
-from environments.probe.server import ProbeHTTPServer, is_loopback
+from environments.probe.server import MAX_SERVED_BYTES, ProbeHTTPServer, is_loopback
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,6 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     parser.add_argument("--token", default=os.environ.get("SCALECUA_PROBE_TOKEN"),
                         help="require 'Authorization: Bearer TOKEN' (default: $SCALECUA_PROBE_TOKEN)")
+    parser.add_argument("--no-auth", action="store_true",
+                        help="serve without a token (loopback only; OSWorld-protocol compatibility)")
+    parser.add_argument("--max-served-bytes", type=int, default=MAX_SERVED_BYTES, metavar="N",
+                        help=f"largest file /file, /read or a download hands over (default {MAX_SERVED_BYTES})")
     parser.add_argument("--home", default=os.environ.get("HOME"), help="the desktop user's home directory")
     parser.add_argument("--python", default=sys.executable, help="interpreter for /run_python")
     parser.add_argument("--routes", action="append", metavar="MODULE",
@@ -79,13 +90,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.display:
         print("probe: no display: pass --display :N (or set DISPLAY)", file=sys.stderr)
         return 2
-    if not is_loopback(args.host) and not args.token:
+    if args.max_served_bytes < 1:
+        print(f"probe: --max-served-bytes must be positive, got {args.max_served_bytes}", file=sys.stderr)
+        return 2
+    if args.no_auth and args.token:
+        print("probe: --no-auth and a token (--token or SCALECUA_PROBE_TOKEN) contradict each other: drop one",
+              file=sys.stderr)
+        return 2
+    if args.no_auth and not is_loopback(args.host):
         print(
             f"probe: refusing to bind {args.host} without a token: anyone who reaches the port could run commands. "
-            "Pass --token (or SCALECUA_PROBE_TOKEN), or bind 127.0.0.1.",
+            "Drop --no-auth (a token is then generated and printed), or bind 127.0.0.1.",
             file=sys.stderr,
         )
         return 2
+    token = None if args.no_auth else (args.token or secrets.token_urlsafe(24))
     home = os.path.abspath(args.home or os.getcwd())
     if not os.path.isdir(home):
         print(f"probe: --home {home} is not a directory", file=sys.stderr)
@@ -98,9 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the probe's children (apps, commands) see the desktop's display and home
     os.environ.update({"DISPLAY": args.display, "HOME": home})
     state = ProbeState(desktop=Desktop(args.display), home=home, env=dict(os.environ), python=args.python,
-                       routes=routes)
+                       routes=routes, max_served_bytes=args.max_served_bytes)
     try:
-        server = ProbeHTTPServer((args.host, args.port), routes, state, args.token)
+        server = ProbeHTTPServer((args.host, args.port), routes, state, token)
     except OSError as exc:
         print(f"probe: cannot bind {args.host}:{args.port}: {exc.strerror}", file=sys.stderr)
         return 2
@@ -112,7 +131,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     port = server.server_address[1]
-    print(json.dumps({"probe": "ready", "host": args.host, "port": port, "display": args.display}), flush=True)
+    # the token goes to stdout, which only the process that started the probe reads
+    print(json.dumps({"probe": "ready", "host": args.host, "port": port, "display": args.display, "token": token}),
+          flush=True)
     try:
         server.serve_forever(poll_interval=0.2)
     finally:

@@ -278,11 +278,14 @@ def encode_png(bgra: bytes, width: int, height: int, level: int = 1) -> bytes:
 
 
 def resolve_path(path: str, home: str) -> str:
-    """Expand ``~`` against the desktop's home and environment variables; relative paths are under home."""
+    """Expand ``~`` against the desktop's home and environment variables; relative paths are under home;
+    the result is normalized (``a/../b`` -> ``b``), so what is checked is what is opened."""
+    if "\0" in path:
+        raise ValueError("a path must not contain NUL bytes")
     if path == "~" or path.startswith("~/"):
         path = home + path[1:]
     path = os.path.expandvars(path)
-    return path if os.path.isabs(path) else os.path.join(home, path)
+    return os.path.normpath(path if os.path.isabs(path) else os.path.join(home, path))
 
 
 # -- a single EWMH client message, through libX11 directly --------------------------

@@ -54,13 +54,21 @@ def get_file(state: Any, req: Request) -> Response:
     if os.path.isdir(path):
         raise HTTPError(400, f"{path} is a directory; use /list_directory")
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        data = _read_bounded(path, state.max_served_bytes)
     except OSError as exc:
         raise HTTPError(403, f"cannot read {path}: {exc.strerror}") from None
     name = os.path.basename(path)
     return Response(data, content_type="application/octet-stream",
                     headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
+def _read_bounded(path: str, limit: int) -> bytes:
+    """The file's bytes; 413 when it holds more than ``limit`` (checked while reading: files grow)."""
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise HTTPError(413, f"{path} is larger than {limit} bytes, more than the probe serves (--max-served-bytes)")
+    return data
 
 
 def _write_bytes(path: str, data: bytes) -> None:
@@ -89,11 +97,14 @@ def download_file(state: Any, req: Request) -> Response:
     data = req.json()
     url = req.field(data, "url", str)
     path = state.path(req.field(data, "path", str))
+    limit = state.max_served_bytes
     scheme = urlsplit(url).scheme.lower()
     if scheme == "file":
         source = unquote(urlsplit(url).path)
         if not os.path.isfile(source):
             raise HTTPError(404, f"no such file: {source} (from {url})")
+        if os.path.getsize(source) > limit:
+            raise HTTPError(413, f"{source} is larger than {limit} bytes, more than the probe copies")
         try:
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             shutil.copyfile(source, path)
@@ -104,11 +115,13 @@ def download_file(state: Any, req: Request) -> Response:
         raise HTTPError(400, f"unsupported URL scheme {scheme!r} in {url!r}: use http, https or file")
     try:
         with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as answer:  # noqa: S310 (scheme checked)
-            body = answer.read()
+            body = answer.read(limit + 1)
     except urllib.error.HTTPError as exc:
         raise HTTPError(502, f"downloading {url} failed: HTTP {exc.code}") from None
     except (urllib.error.URLError, OSError) as exc:
         raise HTTPError(502, f"downloading {url} failed: {exc}") from None
+    if len(body) > limit:
+        raise HTTPError(413, f"{url} sent more than {limit} bytes, more than the probe downloads")
     _write_bytes(path, body)
     return text_response(f"File downloaded successfully: {len(body)} bytes")
 
@@ -144,8 +157,7 @@ def read_text(state: Any, req: Request) -> Response:
     raw = (req.query.get("path") or [None])[0]
     path = state.path(raw)
     try:
-        with open(path, encoding="utf-8") as handle:
-            return text_response(handle.read())
+        return text_response(_read_bounded(path, state.max_served_bytes).decode("utf-8"))
     except FileNotFoundError:
         raise HTTPError(404, f"no such file: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:

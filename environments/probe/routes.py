@@ -23,7 +23,7 @@ from core.types import Action
 from environments.probe import accessibility, files
 from environments.probe.desktop import ActionRejected, Desktop, resolve_path
 from environments.probe.processes import Launcher, run_command
-from environments.probe.server import HTTPError, Request, Response, json_response, text_response
+from environments.probe.server import MAX_SERVED_BYTES, HTTPError, Request, Response, json_response, text_response
 
 EXECUTE_TIMEOUT_S = 120.0
 RUN_PYTHON_TIMEOUT_S = 30.0
@@ -41,6 +41,8 @@ class ProbeState:
     python: str = sys.executable
     #: every endpoint served, extensions included (set by whoever starts the server; default: the probe's own)
     routes: dict[tuple[str, str], Any] | None = None
+    #: the most bytes a file endpoint reads back or downloads (larger: 413)
+    max_served_bytes: int = MAX_SERVED_BYTES
     launcher: Launcher = field(init=False)
 
     def __post_init__(self) -> None:
@@ -49,7 +51,10 @@ class ProbeState:
     def path(self, raw: Any, name: str = "path") -> str:
         if not isinstance(raw, str) or not raw:
             raise HTTPError(400, f"field {name!r} must be a non-empty path string")
-        return resolve_path(raw, self.home)
+        try:
+            return resolve_path(raw, self.home)
+        except ValueError as exc:
+            raise HTTPError(400, f"field {name!r}: {exc}") from None
 
 
 # -- helpers ---------------------------------------------------------------------------
@@ -201,7 +206,7 @@ def run_bash_script(state: ProbeState, req: Request) -> Response:
     script = req.field(data, "script", str)
     timeout = _timeout(req, data, 100)
     working_dir = req.field(data, "working_dir", str, None)
-    cwd = resolve_path(working_dir, state.home) if working_dir else state.home
+    cwd = state.path(working_dir, "working_dir") if working_dir else state.home
     if not os.path.isdir(cwd):
         raise HTTPError(400, f"working directory does not exist: {cwd}")
     result = run_command(["/bin/bash", "-c", script], timeout=timeout, cwd=cwd, env=state.env, merge_stderr=True)
@@ -255,7 +260,7 @@ def open_file(state: ProbeState, req: Request) -> Response:
     timeout = float(req.field(data, "timeout_seconds", (int, float), OPEN_FILE_TIMEOUT_S))
     if not 0 < timeout <= MAX_COMMAND_TIMEOUT_S:
         raise HTTPError(400, f"timeout_seconds must be within (0, {MAX_COMMAND_TIMEOUT_S:g}]")
-    path = resolve_path(raw, state.home)
+    path = state.path(raw)
     before = {w.window_id for w in state.desktop.windows()}
     if os.path.exists(path):
         argv, class_hint = files.opener_for(path)

@@ -28,6 +28,7 @@ import structlog
 log = structlog.get_logger(__name__)
 
 MAX_BODY_BYTES = 512 << 20
+MAX_SERVED_BYTES = 512 << 20  # files the probe reads back (/file, /read) or downloads (/setup/download_file)
 IDLE_CONNECTION_TIMEOUT_S = 300  # a silent client cannot hold a handler thread forever
 
 

@@ -112,7 +112,15 @@ def test_open_waits_for_the_application_window(desktop: DesktopSession) -> None:
         ([{"type": "download", "parameters": {}}], 0, "needs 'files'"),
         ([{"type": "launch", "parameters": {"command": ["gimp"]}}], 0, "not allowed; allowed apps: xterm"),
         ([{"type": "launch", "parameters": {}}], 0, "needs 'command'"),
-        ([{"type": "execute", "parameters": {"command": "false", "check": True}}], 0, "command failed"),
+        ([{"type": "execute", "parameters": {"command": "false", "check": True}}], 0, "'false' failed (returncode 1)"),
+        # any command that fails fails the reset (the environment's setup_failures: fail, the default)
+        ([{"type": "sleep", "parameters": {"seconds": 0}},
+          {"type": "command", "parameters": {"command": "echo no such package >&2; exit 3", "shell": True}}], 1,
+         "failed (returncode 3): no such package"),
+        ([{"type": "execute", "parameters": {"command": ["sleep", "30"], "timeout": 0.5}}], 0,
+         "command timed out after 0.5 s"),
+        ([{"type": "execute", "parameters": {"command": ["no-such-program-here", "-x"]}}], 0,
+         "command not found: no-such-program-here"),
         ([{"type": "sleep", "parameters": {"seconds": 9999}}], 0, "'seconds' must be a number"),
         ([{"type": "open", "parameters": {"path": "~/no-such.docx"}}], 0, "the probe refused"),
         ([{"type": "execute_with_verification", "parameters": {
@@ -125,6 +133,17 @@ def test_failures_name_the_step(desktop: DesktopSession, steps: list[dict], inde
     with pytest.raises(SetupError) as info:
         run(desktop, steps, context)
     assert info.value.index == index and message in str(info.value)
+
+
+def test_warn_mode_runs_on_past_a_failing_command(desktop: DesktopSession) -> None:
+    """``setup_failures: warn`` (OSWorld's own harness) logs a failing command and runs the next step."""
+    steps = [{"type": "execute", "parameters": {"command": "exit 4", "shell": True}},
+             {"type": "execute", "parameters": {"command": "touch ~/after", "shell": True}}]
+    results = run(desktop, steps, SetupContext(home=str(desktop.home), command_failures="warn"))
+    assert results[0].detail["returncode"] == 4 and (desktop.home / "after").exists()
+    with pytest.raises(SetupError, match="returncode 4"):  # a step that says check: true fails even so
+        run(desktop, [{"type": "execute", "parameters": {"command": "exit 4", "shell": True, "check": True}}],
+            SetupContext(home=str(desktop.home), command_failures="warn"))
 
 
 def test_step_types_are_checked_before_anything_runs() -> None:

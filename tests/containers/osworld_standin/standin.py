@@ -102,7 +102,7 @@ def main() -> int:
         [sys.executable, "-m", "environments.display", "--env-id", "osworld-standin", "--home", os.environ["HOME"],
          "--runtime-dir", f"/tmp/runtime-{os.getuid()}", "--size", "1280x720x24",
          "--window-manager", os.environ.get("SCALECUA_WINDOW_MANAGER", "openbox"),
-         "--probe-host", "127.0.0.1", "--probe-port", str(PROBE_PORT)],
+         "--probe-host", "127.0.0.1", "--probe-port", str(PROBE_PORT), "--no-auth"],  # upstream sends no token
         env={k: v for k, v in os.environ.items() if k != "SCALECUA_PROBE_TOKEN"},
     )
     server = ThreadingHTTPServer(("0.0.0.0", 5000), Proxy)

@@ -17,7 +17,7 @@ from core.errors import ScaleCUAError
 
 def config_parser(prog: str, description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--config", "-c", required=True, help="YAML config file")
+    parser.add_argument("--config", "-c", required=True, help="YAML config file, or the name of a packaged config (python -m configs lists them)")
     parser.add_argument(
         "overrides",
         nargs="*",

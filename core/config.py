@@ -1,4 +1,4 @@
-"""YAML configuration: omegaconf loading, two-phase validation, errors by path.
+"""YAML configuration: omegaconf loading (a file or a packaged config's name), two-phase validation, errors by path.
 
 Every pluggable slot has the shape ``{name: <registered name>, options: {...}}``.
 Phase 1 validates the overall shape (core sections, slot shapes); phase 2
@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.errors import ConfigError
 from core import kinds
+from core.config_files import resolve_config_path
 from core.registry import Component, instantiate, unknown_name_message
 from core.stage_config import RecipeSection, WarmStartSection
 
@@ -238,6 +239,7 @@ def _section_model(path: str) -> type[BaseModel] | None:
 
 def load_raw(path: str | Path | None, overrides: Iterable[str] = ()) -> dict[str, Any]:
     """Load YAML, apply dotlist overrides (``KEY=VALUE``, ``~KEY`` deletes), resolve interpolations."""
+    path = resolve_config_path(path) if path is not None else None
     try:
         base = OmegaConf.load(str(path)) if path is not None else OmegaConf.create({})
         overrides = list(overrides)
@@ -261,8 +263,7 @@ def load_raw(path: str | Path | None, overrides: Iterable[str] = ()) -> dict[str
         if isinstance(exc, ConfigError):
             raise
         raise ConfigError([f"{path}: cannot be parsed: {exc}"]) from None
-    if raw is None:
-        raw = {}
+    raw = {} if raw is None else raw
     if not isinstance(raw, dict):
         raise ConfigError([f"{path}: the top level must be a mapping, got {type(raw).__name__}"])
     return raw
@@ -385,6 +386,7 @@ def load_config(
     """Load, load plugins as the config's ``plugins`` section says, and validate."""
     from core.pluginmanager import load_plugins
 
+    path = resolve_config_path(path) if path is not None else None
     raw = load_raw(path, overrides)
     if plugins is None:
         section = raw.get("plugins") or {}
@@ -395,5 +397,4 @@ def load_config(
         except ValidationError as exc:
             raise ConfigError(_pydantic_problems("plugins", exc)) from None
         plugins = load_plugins(disable=parsed.disable, require=parsed.require, only=parsed.only, environ=environ)
-    resolved = validate(raw, plugins, required=required, source=Path(path) if path else None)
-    return resolved, plugins
+    return validate(raw, plugins, required=required, source=path), plugins

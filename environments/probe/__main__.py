@@ -23,14 +23,17 @@ import importlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 from typing import Any, Sequence
 
 from core import logs
 from environments.probe.desktop import Desktop
 from environments.probe.routes import ROUTES, ProbeState
+from environments.probe.shims import install_shims
 from environments.probe.server import MAX_SERVED_BYTES, ProbeHTTPServer, is_loopback
 
 
@@ -114,8 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RoutesError as exc:
         print(f"probe: {exc}", file=sys.stderr)
         return 2
-    # the probe's children (apps, commands) see the desktop's display and home
-    os.environ.update({"DISPLAY": args.display, "HOME": home})
+    # the probe's children (apps, commands) see the desktop's display and home, and what OSWorld's setups expect
+    shims = tempfile.mkdtemp(prefix="scalecua-probe-", dir=os.environ.get("XDG_RUNTIME_DIR"))  # the session's
+    os.environ.update({"DISPLAY": args.display, "HOME": home, **install_shims(shims, args.python)})
     state = ProbeState(desktop=Desktop(args.display), home=home, env=dict(os.environ), python=args.python,
                        routes=routes, max_served_bytes=args.max_served_bytes)
     try:
@@ -139,6 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         server.server_close()
         state.launcher.terminate_all()
+        shutil.rmtree(shims, ignore_errors=True)
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import os
 import subprocess
 import threading
 from pathlib import Path
@@ -133,6 +134,22 @@ def test_failures_name_the_step(desktop: DesktopSession, steps: list[dict], inde
     with pytest.raises(SetupError) as info:
         run(desktop, steps, context)
     assert info.value.index == index and message in str(info.value)
+
+
+def test_osworld_setups_find_python_with_pyautogui_and_a_sudo_without_privileges(desktop: DesktopSession) -> None:
+    """OSWorld's ``python -c "import pyautogui ..."`` and ``echo {CLIENT_PASSWORD} | sudo -S ...`` steps run
+    (environments/probe/shims.py): ``python`` is the probe's interpreter, ``sudo`` runs as the desktop's user."""
+    steps = [
+        {"type": "execute", "parameters": {"command": "echo {CLIENT_PASSWORD} | sudo -S sh -c 'id -u > ~/sudo.txt'",
+                                           "shell": True}},
+        {"type": "execute", "parameters": {"command": ["python", "-c", "import pyautogui; pyautogui.moveTo(321, 234); "
+                                                       "print(tuple(pyautogui.position()))"]}},
+    ]
+    results = run(desktop, steps)
+    assert (desktop.home / "sudo.txt").read_text().strip() == str(os.getuid())
+    assert results[1].detail["output"].splitlines()[-1] == "(321, 234)"  # python-xlib warns on stdout first
+    with pytest.raises(SetupError, match="cannot switch to user nobody-else"):
+        run(desktop, [{"type": "execute", "parameters": {"command": "sudo -u nobody-else true", "shell": True}}])
 
 
 def test_warn_mode_runs_on_past_a_failing_command(desktop: DesktopSession) -> None:

@@ -1,0 +1,56 @@
+"""What an OSWorld task's setup expects of its VM, on a desktop that is not that VM.
+
+OSWorld's setups run ``python -c "import pyautogui; ..."`` (52 commands in the public suite) and
+``echo {CLIENT_PASSWORD} | sudo -S ...`` (7). The probe puts a directory first on its children's
+``PATH`` (setup commands, launched apps, the agent's terminal) with
+
+* ``python``: the probe's own interpreter (``--python``; it carries pyautogui where the ``osworld`` or
+  ``dev`` extra is installed), as OSWorld's VM has one ``python`` with pyautogui;
+* ``sudo``: runs the command as the desktop's own user, never with more privilege; ``-S`` consumes
+  the password line as sudo would; asking for another user (``-u``) fails with the reason.
+
+and points ``XAUTHORITY`` at an empty file there (python-xlib, under pyautogui, insists on one; Xvfb
+runs without authorization).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+SUDO = """#!/bin/sh
+# ScaleCUA desktop: sudo without privileges (environments/probe/shims.py). The command runs as this user.
+password=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -S|--stdin) password=1; shift ;;
+    -u|--user)
+      if [ "$2" != "$(id -un)" ] && [ "$2" != "#$(id -u)" ]; then
+        echo "sudo: this desktop cannot switch to user $2 (ScaleCUA's sudo runs commands as $(id -un))" >&2
+        exit 1
+      fi
+      shift 2 ;;
+    -g|--group|-p|--prompt|-C|--close-from|-h|--host|-D|--chdir) shift 2 ;;
+    --) shift; break ;;
+    -*) shift ;;
+    *) break ;;
+  esac
+done
+if [ "$password" = 1 ]; then IFS= read -r _ || true; fi
+[ $# -eq 0 ] && exit 0
+exec "$@"
+"""
+
+
+def install_shims(directory: str | Path, python: str) -> dict[str, str]:
+    """Write the shims into ``directory``; returns the environment changes for the probe's children."""
+    root = Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "python").write_text(f"#!/bin/sh\nexec {shlex.quote(python)} \"$@\"\n")
+    (root / "sudo").write_text(SUDO)
+    for name in ("python", "sudo"):
+        (root / name).chmod(0o755)
+    xauthority = root / "Xauthority"
+    xauthority.touch()
+    return {"PATH": f"{root}{os.pathsep}{os.environ.get('PATH', os.defpath)}", "XAUTHORITY": str(xauthority)}

@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from environments import desktop_user
+
 ENV_TAG = "SCALECUA_ENV_ID"
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -141,6 +143,8 @@ class Session:
         self.pids: dict[str, int] = {}
         self.parent = os.getppid()
         self.env = self._environment()
+        #: the unprivileged user the session bus, the apps and the agent's shell run as (None: ours)
+        self.user = desktop_user.lookup(args.user) if args.user else None
 
     def _environment(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in ("XAUTHORITY", "WAYLAND_DISPLAY", "SESSION_MANAGER",
@@ -153,8 +157,11 @@ class Session:
             env.update({"GTK_MODULES": "gail:atk-bridge", "QT_ACCESSIBILITY": "1", "ACCESSIBILITY_ENABLED": "1"})
         return env
 
-    def _spawn(self, name: str, argv: Sequence[str], env: dict[str, str] | None = None,
+    def _spawn(self, name: str, argv: Sequence[str], env: dict[str, str] | None = None, as_user: bool = False,
                **kwargs: object) -> subprocess.Popen[bytes]:
+        if as_user and self.user is not None:
+            kwargs.update(self.user.popen_kwargs())
+            env = self.user.child_env(env or self.env, self.args.home)
         me = os.getpid()
         proc = subprocess.Popen(  # type: ignore[call-overload]
             argv, env=env or self.env, cwd=self.args.home, stdin=subprocess.DEVNULL,
@@ -176,7 +183,7 @@ class Session:
 
         bus = self._spawn("dbus", ["dbus-daemon", "--session", "--nofork", "--nopidfile",
                                    "--address=unix:tmpdir=/tmp", "--print-address=1"],
-                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, as_user=True)
         assert bus.stdout is not None
         self.env["DBUS_SESSION_BUS_ADDRESS"] = _read_line(bus.stdout.fileno(), timeout, "dbus-daemon").strip()
 
@@ -189,6 +196,7 @@ class Session:
         probe = self._spawn(
             "probe", [sys.executable, "-m", "environments.probe", "--display", display, "--port", str(a.probe_port),
                       "--host", a.probe_host, "--home", a.home, *(["--no-auth"] if a.no_auth else []),
+                      *(["--user", a.user] if a.user else []),
                       *[arg for module in a.probe_routes for arg in ("--routes", module)]],
             env=probe_env, stdout=subprocess.PIPE,
         )
@@ -260,6 +268,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--token", default=os.environ.get("SCALECUA_PROBE_TOKEN"),
                         help="the probe's bearer token (default: $SCALECUA_PROBE_TOKEN, else the probe generates one "
                              "and the ready line carries it as probe_token)")
+    parser.add_argument("--user", default=None, metavar="NAME",
+                        help="the unprivileged user the session bus, apps and commands run as (we must be root)")
     parser.add_argument("--no-auth", action="store_true",
                         help="the probe serves without a token (loopback only; OSWorld-protocol compatibility)")
     parser.add_argument("--accessibility", action="store_true", help="let apps export AT-SPI trees")
@@ -276,6 +286,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     Path(args.runtime_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
+    if args.user:  # XDG_RUNTIME_DIR belongs to whoever runs the apps
+        user = desktop_user.lookup(args.user)
+        os.chown(args.runtime_dir, user.uid, user.gid)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

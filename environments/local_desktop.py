@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.errors import EnvironmentFailure, ScaleCUAError
 from core.interfaces import Environment, EnvironmentBackend, JudgeExecutor
 from core.types import Action, ActionType, Judgement, Observation, Screenshot, Task
-from environments import actions, display, home_template
+from environments import actions, desktop_user, display, home_template
 from environments.client import EnvironmentClient, ProbeError, act_and_observe
 from environments.setup import SetupContext, SetupError, run_setup
 
@@ -72,6 +72,11 @@ class LocalDesktopOptions(BaseModel):
         "tool_call", description="how the agent writes actions (tool_call: ours; the others: OSWorld's)"
     )
     scienceboard_actions: bool = Field(False, description="offer ScienceBoard's answer and write_file actions")
+    desktop_user: str | None = Field(
+        "scalecua-desktop", description="when the trainer runs as root: the unprivileged user the apps, commands and "
+        "the agent's shell run as (created if missing; homes then live outside the run directory, which becomes "
+        "0700); null: as root. Ignored when the trainer is not root"
+    )
     probe_routes: list[str] = Field(default_factory=list, description="modules whose ROUTES the probe also serves "
                                                                       "(e.g. environments.scienceboard.checkers)")
 
@@ -93,8 +98,10 @@ class LocalDesktop(Environment):
 
     isolated = False
 
-    def __init__(self, env_id: str, root: Path, template: Path, options: LocalDesktopOptions):
+    def __init__(self, env_id: str, root: Path, template: Path, options: LocalDesktopOptions,
+                 user: desktop_user.DesktopUser | None = None):
         self.env_id = env_id
+        self.user = user
         self.root = root
         self.home_dir = root / "home"
         self.template = template
@@ -111,14 +118,16 @@ class LocalDesktop(Environment):
     async def start(self) -> None:
         o = self.options
         self.root.mkdir(parents=True, exist_ok=True)
-        await asyncio.to_thread(home_template.restore_home, self.template, self.home_dir)
+        await asyncio.to_thread(self._restore_home)
         log_file = open(self.root / "session.log", "ab")  # noqa: SIM115 (handed to the child)
+        os.chmod(self.root / "session.log", 0o600)
         try:
             self._session = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "environments.display", "--env-id", self.env_id, "--home", str(self.home_dir),
                 "--runtime-dir", str(self.root / "runtime"), "--size", f"{o.width}x{o.height}x{o.depth}",
                 "--window-manager", o.window_manager, "--startup-timeout", str(o.startup_timeout_s),
                 *(["--accessibility"] if o.accessibility else []),
+                *(["--user", self.user.name] if self.user else []),
                 *[arg for module in o.probe_routes for arg in ("--probe-routes", module)],
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=log_file,
                 env={**os.environ, "SCALECUA_PROBE_TOKEN": self._token}, start_new_session=True,
@@ -143,6 +152,11 @@ class LocalDesktop(Environment):
             await self.close()
             raise
         log.info("desktop started", env_id=self.env_id, display=self.display, port=info["probe_port"])
+
+    def _restore_home(self) -> None:
+        home_template.restore_home(self.template, self.home_dir)
+        if self.user is not None:
+            desktop_user.chown_tree(self.home_dir, self.user)
 
     def _log_tail(self, lines: int = 5) -> str:
         try:
@@ -208,7 +222,7 @@ class LocalDesktop(Environment):
     async def _reset_once(self, task: Task) -> Observation:
         client = self._client()
         await self.kill_apps()
-        await asyncio.to_thread(home_template.restore_home, self.template, self.home_dir)
+        await asyncio.to_thread(self._restore_home)
         # input state survives the apps: release anything held, put the cursor in the middle
         await client.execute(["xdotool", "keyup", "shift", "ctrl", "alt", "super", "mouseup", "1"], timeout=10)
         await client.act(Action(type=ActionType.MOUSE_MOVE, x=500, y=500))
@@ -248,9 +262,14 @@ class LocalDesktopBackend(EnvironmentBackend):
     def __init__(self, options: LocalDesktopOptions, run_dir: Path | None = None):
         check_programs(options)
         self.options = options
+        self.user = desktop_user.resolve(options.desktop_user)
+        if self.user is not None and run_dir is not None:
+            Path(run_dir).chmod(0o700)  # checkpoints, configs and logs are not the agent's to read
+            log.info("desktops run as an unprivileged user; the run directory is closed to it", user=self.user.name,
+                     run_dir=str(run_dir))
         if options.work_dir:
             self.work_dir = Path(options.work_dir)
-        elif run_dir is not None:
+        elif run_dir is not None and self.user is None:
             self.work_dir = Path(run_dir) / "envs"
         else:
             self.work_dir = Path(tempfile.mkdtemp(prefix="scalecua-desktops-"))
@@ -259,6 +278,8 @@ class LocalDesktopBackend(EnvironmentBackend):
         # absolute: the probe and the apps run with other working directories
         self.work_dir = self.work_dir.resolve()
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        if self.user is not None:
+            desktop_user.check_reachable(self.work_dir, self.user)
         if options.home_template:
             self.template = Path(options.home_template)
             if not self.template.is_dir():
@@ -289,7 +310,7 @@ class LocalDesktopBackend(EnvironmentBackend):
                     break
                 await self._cond.wait()
         env_id = f"desk-{uuid.uuid4().hex[:10]}"
-        env = LocalDesktop(env_id, self.work_dir / env_id, self.template, self.options)
+        env = LocalDesktop(env_id, self.work_dir / env_id, self.template, self.options, self.user)
         try:
             await env.start()
         except BaseException:

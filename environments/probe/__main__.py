@@ -31,9 +31,11 @@ import threading
 from typing import Any, Sequence
 
 from core import logs
+from core.errors import ScaleCUAError
 from environments.probe.desktop import Desktop
 from environments.probe.routes import ROUTES, ProbeState
-from environments.probe.shims import install_shims
+from environments import desktop_user
+from environments.probe.shims import child_python, install_shims
 from environments.probe.server import MAX_SERVED_BYTES, ProbeHTTPServer, is_loopback
 
 
@@ -48,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="serve without a token (loopback only; OSWorld-protocol compatibility)")
     parser.add_argument("--max-served-bytes", type=int, default=MAX_SERVED_BYTES, metavar="N",
                         help=f"largest file /file, /read or a download hands over (default {MAX_SERVED_BYTES})")
+    parser.add_argument("--user", default=None, metavar="NAME",
+                        help="run everything the probe starts (apps, commands, scripts) as this unprivileged user "
+                             "(the probe must run as root; see environments/desktop_user.py)")
     parser.add_argument("--home", default=os.environ.get("HOME"), help="the desktop user's home directory")
     parser.add_argument("--python", default=sys.executable, help="interpreter for /run_python")
     parser.add_argument("--routes", action="append", metavar="MODULE",
@@ -117,11 +122,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RoutesError as exc:
         print(f"probe: {exc}", file=sys.stderr)
         return 2
-    # the probe's children (apps, commands) see the desktop's display and home, and what OSWorld's setups expect
+    try:
+        user = desktop_user.lookup(args.user) if args.user else None
+    except (KeyError, ScaleCUAError) as exc:
+        reason = exc if isinstance(exc, ScaleCUAError) else "no such user"
+        print(f"probe: --user {args.user}: {reason}", file=sys.stderr)
+        return 2
+    if user is not None and os.geteuid() != 0:
+        print(f"probe: --user {args.user} needs the probe to run as root (it starts children as that user)",
+              file=sys.stderr)
+        return 2
+    # the probe's children (apps, commands) see the desktop's display and home, and what OSWorld's setups expect;
+    # never the probe's token (an agent's shell that read it could drive the probe)
     shims = tempfile.mkdtemp(prefix="scalecua-probe-", dir=os.environ.get("XDG_RUNTIME_DIR"))  # the session's
-    os.environ.update({"DISPLAY": args.display, "HOME": home, **install_shims(shims, args.python)})
-    state = ProbeState(desktop=Desktop(args.display), home=home, env=dict(os.environ), python=args.python,
-                       routes=routes, max_served_bytes=args.max_served_bytes)
+    os.chmod(shims, 0o755)
+    python = child_python(args.python, user)
+    env = {k: v for k, v in os.environ.items() if k != "SCALECUA_PROBE_TOKEN"}
+    env.update({"DISPLAY": args.display, "HOME": home, **install_shims(shims, python)})
+    state = ProbeState(desktop=Desktop(args.display), home=home, env=user.child_env(env, home) if user else env,
+                       python=python, routes=routes, max_served_bytes=args.max_served_bytes, user=user)
     try:
         server = ProbeHTTPServer((args.host, args.port), routes, state, token)
     except OSError as exc:

@@ -16,7 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
-from typing import Mapping
+from typing import Any, Mapping
 
 from environments.probe.processes import run_command
 
@@ -116,14 +116,14 @@ def unavailable_reason(env: Mapping[str, str]) -> str | None:
     return None
 
 
-def dump_tree(env: Mapping[str, str]) -> tuple[str | None, str | None]:
-    """``(xml, None)`` or ``(None, reason)``."""
+def dump_tree(env: Mapping[str, str], as_user: Mapping[str, Any] | None = None) -> tuple[str | None, str | None]:
+    """``(xml, None)`` or ``(None, reason)``; ``as_user``: as the desktop's user (whose bus the apps are on)."""
     reason = unavailable_reason(env)
     if reason is not None:
         return None, reason
     python = pyatspi_python()
     assert python is not None
-    result = run_command([python, "-c", _DUMPER], timeout=DUMP_TIMEOUT_S, env=env, cwd="/")
+    result = run_command([python, "-c", _DUMPER], timeout=DUMP_TIMEOUT_S, env=env, cwd="/", as_user=as_user)
     if result.timed_out:
         return None, f"dumping the accessibility tree took longer than {DUMP_TIMEOUT_S:g} s"
     if result.returncode != 0:

@@ -71,13 +71,15 @@ def _read_bounded(path: str, limit: int) -> bytes:
     return data
 
 
-def _write_bytes(path: str, data: bytes) -> None:
+def _write_bytes(state: Any, path: str, data: bytes) -> None:
+    """Write as the desktop's user: what setup puts into the home belongs to it (its apps save over it)."""
     try:
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        tmp = f"{path}.part"
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
+        with state.writing_as_user():
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            tmp = f"{path}.part"
+            with open(tmp, "wb") as handle:
+                handle.write(data)
+            os.replace(tmp, path)
     except OSError as exc:
         raise HTTPError(400, f"cannot write {path}: {exc.strerror}") from None
 
@@ -88,7 +90,7 @@ def upload(state: Any, req: Request) -> Response:
     if "file_path" not in parts or "file_data" not in parts:
         raise HTTPError(400, "file_path and file_data are required (multipart/form-data)")
     path = state.path(parts["file_path"].decode("utf-8", "replace"), "file_path")
-    _write_bytes(path, parts["file_data"])
+    _write_bytes(state, path, parts["file_data"])
     return text_response(f"File Uploaded: {len(parts['file_data'])} bytes")
 
 
@@ -106,11 +108,12 @@ def download_file(state: Any, req: Request) -> Response:
         if os.path.getsize(source) > limit:
             raise HTTPError(413, f"{source} is larger than {limit} bytes, more than the probe copies")
         try:
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-            shutil.copyfile(source, path)
+            with open(source, "rb") as handle:  # the host's file, read with the probe's rights
+                body = handle.read(limit + 1)
         except OSError as exc:
-            raise HTTPError(400, f"cannot copy {source} to {path}: {exc.strerror}") from None
-        return text_response(f"File downloaded successfully: {os.path.getsize(path)} bytes")
+            raise HTTPError(400, f"cannot read {source}: {exc.strerror}") from None
+        _write_bytes(state, path, body)
+        return text_response(f"File downloaded successfully: {len(body)} bytes")
     if scheme not in ("http", "https"):
         raise HTTPError(400, f"unsupported URL scheme {scheme!r} in {url!r}: use http, https or file")
     try:
@@ -122,7 +125,7 @@ def download_file(state: Any, req: Request) -> Response:
         raise HTTPError(502, f"downloading {url} failed: {exc}") from None
     if len(body) > limit:
         raise HTTPError(413, f"{url} sent more than {limit} bytes, more than the probe downloads")
-    _write_bytes(path, body)
+    _write_bytes(state, path, body)
     return text_response(f"File downloaded successfully: {len(body)} bytes")
 
 
@@ -169,9 +172,10 @@ def _write_text(state: Any, req: Request, mode: str) -> Response:
     path = state.path(req.field(data, "path", str))
     content = req.field(data, "content", str, "")
     try:
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        with open(path, mode, encoding="utf-8") as handle:
-            handle.write(content)
+        with state.writing_as_user():
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            with open(path, mode, encoding="utf-8") as handle:
+                handle.write(content)
     except OSError as exc:
         raise HTTPError(400, f"cannot write {path}: {exc.strerror}") from None
     return text_response("OK")

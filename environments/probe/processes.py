@@ -16,7 +16,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 AFTER_EXIT_GRACE_S = 0.5
 MAX_OUTPUT_BYTES = 16 << 20
@@ -54,8 +54,10 @@ def run_command(
     cwd: str | None = None,
     env: Mapping[str, str] | None = None,
     merge_stderr: bool = False,
+    as_user: Mapping[str, Any] | None = None,
 ) -> CommandResult:
-    """Run to completion or ``timeout``; a missing program raises FileNotFoundError."""
+    """Run to completion or ``timeout``; a missing program raises FileNotFoundError. ``as_user``: Popen's
+    ``user``/``group``/``extra_groups`` (the desktop's unprivileged user, see environments/desktop_user.py)."""
     proc = subprocess.Popen(
         argv,
         shell=shell,
@@ -65,6 +67,7 @@ def run_command(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
         start_new_session=True,  # its own process group: a timeout kills the whole tree
+        **(as_user or {}),
     )
     out, err = bytearray(), bytearray()
     readers = [threading.Thread(target=_reader, args=(proc.stdout, out), daemon=True)]
@@ -96,9 +99,10 @@ def run_command(
 class Launcher:
     """Starts programs that outlive the request (``/setup/launch``) and reaps them when they exit."""
 
-    def __init__(self, cwd: str, env: Mapping[str, str]):
+    def __init__(self, cwd: str, env: Mapping[str, str], as_user: Mapping[str, Any] | None = None):
         self.cwd = cwd
         self.env = dict(env)
+        self.as_user = dict(as_user or {})
         self._children: list[subprocess.Popen[bytes]] = []
         self._lock = threading.Lock()
 
@@ -111,6 +115,7 @@ class Launcher:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            **self.as_user,
         )
         with self._lock:
             self._children = [c for c in self._children if c.poll() is None]  # reap the ones that ended

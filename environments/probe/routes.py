@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from core.types import Action
+from environments import desktop_user
 from environments.probe import accessibility, files
 from environments.probe.desktop import ActionRejected, Desktop, resolve_path
 from environments.probe.processes import Launcher, run_command
@@ -43,10 +44,20 @@ class ProbeState:
     routes: dict[tuple[str, str], Any] | None = None
     #: the most bytes a file endpoint reads back or downloads (larger: 413)
     max_served_bytes: int = MAX_SERVED_BYTES
+    #: the unprivileged user everything started here runs as (None: the probe's own user)
+    user: Any = None
     launcher: Launcher = field(init=False)
 
     def __post_init__(self) -> None:
-        self.launcher = Launcher(self.home, self.env)
+        self.launcher = Launcher(self.home, self.env, self.as_user)
+
+    @property
+    def as_user(self) -> dict[str, Any]:
+        return self.user.popen_kwargs() if self.user is not None else {}
+
+    def writing_as_user(self) -> Any:
+        """A context in which this thread's file writes happen as the desktop's user (see desktop_user)."""
+        return desktop_user.filesystem_identity(self.user)
 
     def path(self, raw: Any, name: str = "path") -> str:
         if not isinstance(raw, str) or not raw:
@@ -91,7 +102,8 @@ def _execute(state: ProbeState, req: Request, data: dict[str, Any]) -> dict[str,
     command, shell = _argv(state, req, data)
     timeout = _timeout(req, data, EXECUTE_TIMEOUT_S)
     try:
-        result = run_command(command, shell=shell, timeout=timeout, cwd=state.home, env=state.env)
+        result = run_command(command, shell=shell, timeout=timeout, cwd=state.home, env=state.env,
+                             as_user=state.as_user)
     except FileNotFoundError as exc:  # what a shell would say, as a result rather than a server error
         message = f"command not found: {exc.filename or command}"
         return {"status": "error", "output": "", "error": message, "returncode": 127, "message": message}
@@ -118,7 +130,7 @@ def screenshot(state: ProbeState, req: Request) -> Response:
 
 
 def get_accessibility(state: ProbeState, req: Request) -> Response:
-    tree, reason = accessibility.dump_tree(state.env)
+    tree, reason = accessibility.dump_tree(state.env, state.as_user)
     return json_response({"AT": tree} if tree is not None else {"AT": None, "reason": reason})
 
 
@@ -168,7 +180,7 @@ def execute_with_verification(state: ProbeState, req: Request) -> Response:
             passed = bool(state.desktop.find_windows(str(verification["window_exists"])))
         if passed and "command_success" in verification:
             check = run_command(str(verification["command_success"]), shell=True, timeout=5, cwd=state.home,
-                                env=state.env)
+                                env=state.env, as_user=state.as_user)
             passed = check.returncode == 0
         waited = time.monotonic() - start
         if passed:
@@ -187,8 +199,10 @@ def run_python(state: ProbeState, req: Request) -> Response:
         raise HTTPError(400, "field 'code' is empty")
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False, encoding="utf-8") as handle:
         handle.write(code)
+    os.chmod(handle.name, 0o644)  # the desktop's user runs it
     try:
-        result = run_command([state.python, handle.name], timeout=RUN_PYTHON_TIMEOUT_S, cwd=state.home, env=state.env)
+        result = run_command([state.python, handle.name], timeout=RUN_PYTHON_TIMEOUT_S, cwd=state.home,
+                             env=state.env, as_user=state.as_user)
     finally:
         os.unlink(handle.name)
     if result.timed_out:
@@ -209,7 +223,8 @@ def run_bash_script(state: ProbeState, req: Request) -> Response:
     cwd = state.path(working_dir, "working_dir") if working_dir else state.home
     if not os.path.isdir(cwd):
         raise HTTPError(400, f"working directory does not exist: {cwd}")
-    result = run_command(["/bin/bash", "-c", script], timeout=timeout, cwd=cwd, env=state.env, merge_stderr=True)
+    result = run_command(["/bin/bash", "-c", script], timeout=timeout, cwd=cwd, env=state.env, merge_stderr=True,
+                         as_user=state.as_user)
     if result.timed_out:
         return json_response({"status": "error", "output": f"Script execution timed out after {timeout:g} seconds",
                               "error": "", "returncode": -1})
@@ -230,7 +245,8 @@ def action(state: ProbeState, req: Request) -> Response:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'action'}: {e['msg']}" for e in exc.errors())
         raise HTTPError(400, f"invalid action: {problems}") from None
     try:
-        return json_response(state.desktop.perform(parsed, state.home))
+        with state.writing_as_user():  # write_file lands where the agent's own shell could write, owned by it
+            return json_response(state.desktop.perform(parsed, state.home))
     except ActionRejected as exc:
         raise HTTPError(400, f"{parsed.type.value} failed: {exc}") from None
     except OSError as exc:  # write_file into a place it cannot write

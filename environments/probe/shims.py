@@ -17,7 +17,16 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
+from typing import Any
+
+import structlog
+
+from core.errors import ScaleCUAError
+
+log = structlog.get_logger(__name__)
 
 SUDO = """#!/bin/sh
 # ScaleCUA desktop: sudo without privileges (environments/probe/shims.py). The command runs as this user.
@@ -43,6 +52,26 @@ exec "$@"
 """
 
 
+def child_python(python: str, user: Any | None) -> str:
+    """The interpreter for the desktop's ``python`` and ``/run_python``: the probe's own when the desktop's user
+    can run it, else the system's ``python3`` (e.g. a virtual environment under root's 0700 home)."""
+    if user is None:
+        return python
+    for candidate in dict.fromkeys((python, "/usr/bin/python3", shutil.which("python3") or "/usr/bin/python3")):
+        try:
+            subprocess.run([candidate, "-c", "pass"], check=True, capture_output=True, timeout=60,
+                           cwd="/", **user.popen_kwargs())
+            if candidate != python:
+                log.warning("the desktop user cannot run the probe's interpreter; the desktop's python is the "
+                            "system's (without pyautogui unless installed there)",
+                            probe_python=python, python=candidate)
+            return candidate
+        except (OSError, subprocess.SubprocessError):
+            continue
+    raise ScaleCUAError(f"the desktop user {user.name} can run neither {python} nor a system python3: make the "
+                        "interpreter readable by other users, or set local-desktop's desktop_user: null")
+
+
 def install_shims(directory: str | Path, python: str) -> dict[str, str]:
     """Write the shims into ``directory``; returns the environment changes for the probe's children."""
     root = Path(directory)
@@ -53,4 +82,5 @@ def install_shims(directory: str | Path, python: str) -> dict[str, str]:
         (root / name).chmod(0o755)
     xauthority = root / "Xauthority"
     xauthority.touch()
+    xauthority.chmod(0o644)
     return {"PATH": f"{root}{os.pathsep}{os.environ.get('PATH', os.defpath)}", "XAUTHORITY": str(xauthority)}

@@ -52,6 +52,8 @@ def tex_check(state: Any, req: Request) -> Response:
         return json_response({"pass": False, "step": "pdflatex", "returncode": None,
                               "log": f"no such file: {os.path.join(source_dir, name + '.tex')}"})
     with tempfile.TemporaryDirectory(prefix="tex-check-") as out_dir:
+        if state.user is not None:  # pdflatex runs as the desktop's user and writes here
+            os.chown(out_dir, state.user.uid, state.user.gid)
         env = _tex_env(state, source_dir, out_dir)
         latex = ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "-file-line-error",
                  f"-output-directory={out_dir}", f"{name}.tex"]
@@ -60,7 +62,8 @@ def tex_check(state: Any, req: Request) -> Response:
             steps += [("bibtex", ["bibtex", name], out_dir), ("pdflatex", latex, source_dir),
                       ("pdflatex", latex, source_dir)]
         for step, argv, cwd in steps:
-            result = run_command(argv, timeout=STEP_TIMEOUT_S, cwd=cwd, env=env, merge_stderr=True)
+            result = run_command(argv, timeout=STEP_TIMEOUT_S, cwd=cwd, env=env, merge_stderr=True,
+                                 as_user=state.as_user)
             if result.timed_out or result.returncode != 0:
                 reason = f"timed out after {STEP_TIMEOUT_S:g} s" if result.timed_out else ""
                 return json_response({"pass": False, "step": step, "returncode": result.returncode,
@@ -95,7 +98,8 @@ def lean_check(state: Any, req: Request) -> Response:
     if header not in lines:
         return json_response({"pass": False, "reason": f"the theorem line is no longer in {source}"})
     env = {**state.env, "PATH": os.path.dirname(lake) + os.pathsep + state.env.get("PATH", "")}
-    result = run_command([lake, "build"], timeout=LEAN_TIMEOUT_S, cwd=project, env=env, merge_stderr=True)
+    result = run_command([lake, "build"], timeout=LEAN_TIMEOUT_S, cwd=project, env=env, merge_stderr=True,
+                         as_user=state.as_user)
     uses_sorry = SORRY_WARNING in result.stdout
     passed = not result.timed_out and result.returncode == 0 and not uses_sorry
     return json_response({"pass": passed, "returncode": result.returncode, "sorry": uses_sorry,

@@ -29,6 +29,8 @@ def make_task(config: list[dict] | None = None, **extra: object) -> Task:
 
 
 def backend(tmp_path: Path, **options: object) -> LocalDesktopBackend:
+    # these tests are about the pool and its processes; test_confined_desktop.py is about the desktop's user
+    options.setdefault("desktop_user", None)
     return LocalDesktopBackend(LocalDesktopOptions(work_dir=str(tmp_path / "envs"), settle_s=0.1, **options))
 
 
@@ -38,7 +40,8 @@ def xterm_pids(env_id: str) -> list[int]:
 
 def test_registered_under_its_name_with_strict_options(plugins, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     component = plugins.registry("environment").get("local-desktop")
-    created = plugins.registry("environment").create("local-desktop", {"max_environments": 1}, run_dir=tmp_path)
+    created = plugins.registry("environment").create("local-desktop", {"max_environments": 1, "desktop_user": None},
+                                                     run_dir=tmp_path)
     assert isinstance(created, LocalDesktopBackend) and created.work_dir == tmp_path / "envs"
     assert (created.template / ".config/libreoffice/4/user/registrymodifications.xcu").is_file()
     with pytest.raises(ValidationError, match="max_envs"):
@@ -186,7 +189,8 @@ CRASHING_OWNER = textwrap.dedent("""
     from environments.local_desktop import LocalDesktopBackend, LocalDesktopOptions
 
     async def main():
-        pool = LocalDesktopBackend(LocalDesktopOptions(work_dir=sys.argv[1], max_environments=2))
+        # the default options: as root, the desktops run as the unprivileged desktop user (homes under /tmp)
+        pool = LocalDesktopBackend(LocalDesktopOptions(max_environments=2))
         envs = [await pool.acquire(), await pool.acquire()]
         for env in envs:
             await env.client.launch(["xterm"])
@@ -200,7 +204,7 @@ CRASHING_OWNER = textwrap.dedent("""
 
 
 def test_a_sigkilled_owner_leaves_nothing_behind(tmp_path: Path) -> None:
-    owner = subprocess.Popen([sys.executable, "-c", CRASHING_OWNER, str(tmp_path / "envs")], stdout=subprocess.PIPE,
+    owner = subprocess.Popen([sys.executable, "-c", CRASHING_OWNER], stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, text=True)
     assert owner.stdout is not None
     try:

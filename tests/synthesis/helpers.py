@@ -16,6 +16,7 @@ from .scripted_llm import Reply
 
 #: marker files that typed shell commands create when they have run (see ``typed_then``)
 MARKERS = Path(tempfile.mkdtemp(prefix="scalecua-typed-"))
+MARKERS.chmod(0o1777)  # the agent's terminal may run as the unprivileged desktop user (environments/desktop_user.py)
 atexit.register(shutil.rmtree, MARKERS, True)
 
 #: a sound generated judge: the file at config["path"] must hold exactly config["text"]

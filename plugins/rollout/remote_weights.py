@@ -3,7 +3,7 @@
 One weight-sync session of the engine (:mod:`core.weight_sync`) is one update session of the server::
 
     begin:   POST /pause?mode=wait                        (optional: no generation sees half-updated weights)
-             POST /start_weight_update {"is_checkpoint_format": true}   (Hugging Face names)
+             POST /start_weight_update                                  (Hugging Face names)
     bucket:  POST /update_weights {"update_info": ...}    per bucket, while the bucket is broadcast
     commit:  POST /finish_weight_update
              POST /resume
@@ -96,7 +96,7 @@ class RemoteWeightSync:
             if self.options.pause_generation:
                 self._post("/pause?mode=wait", None)
                 self._paused = True
-            self._post("/start_weight_update", {"is_checkpoint_format": True})
+            self._post("/start_weight_update", None)
         except BaseException:
             self.abort()
             raise

@@ -246,7 +246,7 @@ class VLLMRolloutEngine(RolloutEngine):
                 self._transport_ready = True
             self._call(self._lock().acquire())
             try:
-                self._call(self.engine.start_weight_update(is_checkpoint_format=True))
+                self._call(self.engine.start_weight_update())  # names are checkpoint (HF) names
             except BaseException:
                 self._loop.call_soon_threadsafe(self._lock().release)
                 raise

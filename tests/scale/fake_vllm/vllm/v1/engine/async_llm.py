@@ -79,8 +79,7 @@ class AsyncLLM:
     async def init_weight_transfer_engine(self, request: Any) -> None:
         self.calls.append("init")
 
-    async def start_weight_update(self, is_checkpoint_format: bool = True) -> None:
-        assert is_checkpoint_format
+    async def start_weight_update(self) -> None:  # vLLM 0.33: no arguments (checkpoint names)
         self.hf.begin_weight_update((self.hf.weight_version or 0) + 1)  # the stand-in's own model
         self.calls.append("start")
 

@@ -63,8 +63,9 @@ def load_tasks(
         for file in task_files(source, base_dir):
             try:
                 raw = json.loads(file.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError) as exc:
-                problems.append(f"{file}: not readable JSON: {exc}")
+            except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad JSON or bytes that are not UTF-8
+                reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
+                problems.append(f"{file}: not readable JSON: {reason}")
                 continue
             if isinstance(raw, dict) and "id" not in raw and "instruction" not in raw:
                 continue  # not a task file (e.g. an asset manifest)

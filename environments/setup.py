@@ -110,7 +110,11 @@ def _local_source(url: str, context: SetupContext) -> Path | None:
     if not path.is_absolute():
         if context.task_dir is None:
             raise ValueError(f"relative path {url!r} needs a task directory to resolve against")
-        path = context.task_dir / path
+        root = Path(context.task_dir).resolve()
+        path = (root / path).resolve()  # symlinks followed: what is read is what is checked
+        if root not in path.parents:
+            raise ValueError(f"relative path {url!r} escapes the task directory {root} (.. or a symlink out of it); "
+                             "keep a task's assets inside its directory")
     if not path.is_file():
         raise ValueError(f"no such file on this host: {path}")
     return path

@@ -108,7 +108,7 @@ def download_file(state: Any, req: Request) -> Response:
         if os.path.getsize(source) > limit:
             raise HTTPError(413, f"{source} is larger than {limit} bytes, more than the probe copies")
         try:
-            with open(source, "rb") as handle:  # the host's file, read with the probe's rights
+            with state.writing_as_user(), open(source, "rb") as handle:  # only what the desktop's user may read
                 body = handle.read(limit + 1)
         except OSError as exc:
             raise HTTPError(400, f"cannot read {source}: {exc.strerror}") from None

@@ -56,7 +56,7 @@ class ProbeState:
         return self.user.popen_kwargs() if self.user is not None else {}
 
     def writing_as_user(self) -> Any:
-        """A context in which this thread's file writes happen as the desktop's user (see desktop_user)."""
+        """A context in which this thread's file access happens as the desktop's user (see desktop_user)."""
         return desktop_user.filesystem_identity(self.user)
 
     def path(self, raw: Any, name: str = "path") -> str:

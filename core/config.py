@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from core.errors import ConfigError
 from core import kinds
 from core.config_files import resolve_config_path
+from core.config_hints import suggest_field
 from core.registry import Component, instantiate, unknown_name_message
 from core.stage_config import RecipeSection, WarmStartSection
 
@@ -46,7 +47,6 @@ class RunSection(_Strict):
     checkpoint_every: int = Field(25, ge=1)
     keep_checkpoints: int = Field(3, ge=1)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
-    tensorboard: bool = False
     #: save every turn's screenshot beside the rollout records (for trajectory-guided synthesis, demonstrations)
     save_screenshots: bool = False
     #: start the policy from these weights: a checkpoint directory (``.../checkpoints/iter_NNNNNN``) or a run
@@ -149,6 +149,8 @@ class Config(_Strict):
     #: stage 1 of the recipe (``python -m core.sft``) and the recipe's stages (``python -m core.pipeline``)
     warm_start: WarmStartSection = Field(default_factory=WarmStartSection)
     recipe: RecipeSection | None = None
+    #: experiment trackers, several at once: [{name: tensorboard}, {name: wandb, options: {mode: offline}}]
+    trackers: list[Slot] = Field(default_factory=list)
     #: free-form sections owned by entry points (synthesis loop, evaluation, ablation)
     extra: dict[str, Any] = Field(default_factory=dict)
 
@@ -194,35 +196,6 @@ def _pydantic_problems(prefix: str, exc: ValidationError) -> list[str]:
             shown = f" (got {got!r})" if not isinstance(got, (dict, list)) and got is not None else ""
             problems.append(f"{path}: {err['msg']}{shown}")
     return problems
-
-
-def _nested_model(model: type[BaseModel], parts: list[str]) -> type[BaseModel]:
-    """The (sub)model owning the last key of ``parts`` (``hosts[0].url`` -> the host model)."""
-    import typing
-
-    for part in parts[:-1]:
-        field = model.model_fields.get(part.split("[")[0])
-        if field is None:
-            return model
-        candidates = [field.annotation]
-        while candidates:  # unwrap Optional[...], list[...], dict[str, ...]
-            ann = candidates.pop()
-            if isinstance(ann, type) and issubclass(ann, BaseModel):
-                model = ann
-                break
-            candidates.extend(typing.get_args(ann))
-        else:
-            return model
-    return model
-
-
-def _suggest_field(path: str, model: type[BaseModel], root: str = "") -> str:
-    from core.registry import close_matches
-
-    parts = path.removeprefix(root).strip(".").split(".")
-    owner = _nested_model(model, parts) if root else model
-    match = close_matches(parts[-1], list(owner.model_fields))
-    return f" Did you mean '{match[0]}'?" if match else f" Known options: {', '.join(owner.model_fields) or '(none)'}."
 
 
 def _section_model(path: str) -> type[BaseModel] | None:
@@ -298,7 +271,9 @@ def _delete_key(conf: Any, dotted: str) -> None:
 
 def _slot_entries(raw: Mapping[str, Any]) -> list[tuple[str, str, Any]]:
     """(yaml path, registry kind, raw slot value) for every slot present in ``raw``."""
-    entries = [(key, kind, raw[key]) for key, kind in SLOT_KINDS.items() if raw.get(key) is not None]
+    entries = [(key, kind, raw[key]) for key, kind in SLOT_KINDS.items() if isinstance(raw.get(key), Mapping)]
+    if isinstance(raw.get("trackers"), list):
+        entries += [(f"trackers[{i}]", SLOT_KINDS["trackers"], slot) for i, slot in enumerate(raw["trackers"])]
     synthesis = raw.get("synthesis")
     if isinstance(synthesis, Mapping):
         for role, slot in synthesis.items():
@@ -327,7 +302,7 @@ def validate(
             if problem.endswith("unknown option"):
                 problem = problem.replace("unknown option", "unknown key")
                 if owner is not None:
-                    problem += "." + _suggest_field(path, owner)
+                    problem += "." + suggest_field(path, owner)
             problems.append(problem)
 
     for slot_path in required:
@@ -362,7 +337,7 @@ def validate(
         except ValidationError as exc:
             for problem in _pydantic_problems(f"{path}.options", exc):
                 if problem.endswith("unknown option"):
-                    problem += "." + _suggest_field(problem.split(":")[0], component.options_model,
+                    problem += "." + suggest_field(problem.split(":")[0], component.options_model,
                                                     root=f"{path}.options")
                 problems.append(problem)
         except (ImportError, AttributeError, TypeError) as exc:

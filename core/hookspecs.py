@@ -62,6 +62,11 @@ def scalecua_register_judge_executors(registry: Registry) -> None:
 
 
 @hookspec
+def scalecua_register_trackers(registry: Registry) -> None:
+    """Add experiment trackers (factories of :class:`core.interfaces.Tracker`; the config's ``trackers`` list)."""
+
+
+@hookspec
 def scalecua_register_samplers(registry: Registry) -> None:
     """Add task samplers (factories of :class:`core.interfaces.Sampler`)."""
 

@@ -58,6 +58,8 @@ KINDS: tuple[Kind, ...] = (
          "core.interfaces:TrainerBackend", ("model", "algorithm", "seed", "objective")),
     Kind("rollout_engine", "scalecua_register_rollout_engines", "rollout engine", ("rollout",),
          "core.interfaces:RolloutEngine", ("model", "seed")),
+    Kind("tracker", "scalecua_register_trackers", "experiment tracker", ("trackers",), "core.interfaces:Tracker",
+         ("run_dir",)),
     Kind("getter", "scalecua_register_getters", "judge getter", (), None),
     Kind("metric", "scalecua_register_metrics", "judge metric", (), None),
 )

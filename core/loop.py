@@ -30,6 +30,7 @@ from core.metrics import MetricsLog, PhaseTimer, rollout_metrics, write_rollouts
 from core.pluginmanager import Plugins
 from core.rollouts import collect_groups
 from core.tasks import load_tasks
+from core.tracking import start_trackers
 from core.types import RolloutGroup, Task, Trajectory
 from core.weight_sync import sync_weights
 
@@ -313,6 +314,7 @@ class TrainingRun:
     async def run(self, resume: bool) -> str:
         c = build_components(self.resolved, self.plugins, self.run_dir)
         self.plugins.hook.scalecua_configure(config=self.resolved.raw, run_dir=self.run_dir)
+        start_trackers(self.resolved, self.plugins, self.run_dir)  # registered: the lifecycle hooks reach them
         status = "failed"
         pipeline = None
         try:

@@ -15,10 +15,11 @@ from core.interfaces.environment import Environment, EnvironmentBackend, JudgeCa
 from core.interfaces.model import ChatRenderer, Message, PolicyModel, RenderedPrompt
 from core.interfaces.rollout import Generation, GenerationRequest, RolloutEngine
 from core.interfaces.synthesis import SynthesisPipeline, SynthesizerRole
+from core.interfaces.tracking import Tracker
 from core.interfaces.training import OBJECTIVES, EpisodeContext, Sampler, Segmenter, TrainerBackend
 
 __all__ = [
     "OBJECTIVES", "ChatRenderer", "Environment", "EnvironmentBackend", "EpisodeContext", "Generation",
     "GenerationRequest", "JudgeCall", "JudgeExecutor", "Message", "PolicyModel", "RenderedPrompt", "RolloutEngine",
-    "Sampler", "Segmenter", "SynthesisPipeline", "SynthesizerRole", "TrainerBackend",
+    "Sampler", "Segmenter", "SynthesisPipeline", "SynthesizerRole", "Tracker", "TrainerBackend",
 ]

@@ -1,0 +1,75 @@
+"""The run's experiment trackers (the config's ``trackers`` list), driven by the lifecycle hooks.
+
+:func:`start_trackers` creates every configured tracker and opens its run; one that cannot start stops
+the run there, naming the tracker and the fix. The :class:`TrackerHub` is then registered as a plugin
+object, so ``scalecua_iteration_end`` and ``scalecua_run_end`` reach it like any observer; a tracker
+that fails there is logged once as a warning and skipped from then on: training never stops for it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import structlog
+
+from core import hookimpl
+from core.errors import ScaleCUAError
+
+log = structlog.get_logger(__name__)
+
+HUB_NAME = "scalecua-trackers"
+
+
+class TrackerHub:
+    def __init__(self, trackers: list[tuple[str, Any]], plugins: Any):
+        self.trackers = trackers  # (config path, tracker)
+        self.plugins = plugins
+        self.failed: set[str] = set()
+
+    def _each(self, what: str, call: Any) -> None:
+        for path, tracker in self.trackers:
+            if path in self.failed:
+                continue
+            try:
+                call(tracker)
+            except Exception as exc:  # a tracker's own failure (network, disk, its library) never stops a run
+                self.failed.add(path)
+                log.warning("tracker failed; it is skipped for the rest of the run", tracker=path, during=what,
+                            error=f"{type(exc).__name__}: {exc}")
+
+    @hookimpl
+    def scalecua_iteration_end(self, iteration: int, metrics: Mapping[str, float], run_dir: Path) -> None:
+        scalars = {k: float(v) for k, v in metrics.items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "iteration"}
+        self._each("log_metrics", lambda t: t.log_metrics(iteration, scalars))
+
+    @hookimpl
+    def scalecua_run_end(self, run_dir: Path, status: str) -> None:
+        self._each("finish", lambda t: t.finish(status))
+        self.plugins.unregister(HUB_NAME)
+
+
+def start_trackers(resolved: Any, plugins: Any, run_dir: Path) -> TrackerHub | None:
+    """Create and start the configured trackers; None when there are none."""
+    paths = [f"trackers[{i}]" for i in range(len(resolved.config.trackers))]
+    if not paths:
+        return None
+    components = {slot: {"name": c.name, "provider": c.provider, "version": c.version}
+                  for slot, c in resolved.components.items() if not slot.startswith("trackers[")}
+    started: list[tuple[str, Any]] = []
+    for path in paths:
+        tracker = resolved.create(path, plugins, run_dir=run_dir)
+        try:
+            tracker.start(run_name=run_dir.name, run_dir=run_dir, config=resolved.raw, components=components)
+        except Exception as exc:
+            for _, done in started:
+                done.finish("failed")
+            name = resolved.components[path].name
+            raise ScaleCUAError(f"{path} ({name}) cannot start: {type(exc).__name__}: {exc}. Fix its options, "
+                                f"or remove it from trackers") from exc
+        started.append((path, tracker))
+    hub = TrackerHub(started, plugins)
+    plugins.register(hub, name=HUB_NAME)
+    log.info("trackers started", trackers=[resolved.components[p].name for p in paths])
+    return hub

@@ -1,0 +1,1 @@
+"""Experiment trackers (the config's ``trackers`` list): TensorBoard, Weights & Biases, MLflow."""

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger(__name__)
 
 FOLDERS = ("Desktop", "Documents", "Downloads", "Pictures", "Music", "Videos", ".config", ".local/share", ".cache")
 
@@ -75,3 +80,21 @@ def _force_remove(func, path, _exc_info) -> None:  # type: ignore[no-untyped-def
         func(path)
     except FileNotFoundError:
         pass
+
+
+def remove_stale_work_dirs(prefix: str) -> None:
+    """Delete ``$TMPDIR/<prefix>*`` directories no live process has its home or working directory in."""
+    root = Path(tempfile.gettempdir())
+    stale = [d for d in root.glob(f"{prefix}*") if d.is_dir()]
+    if not stale:
+        return
+    in_use: set[Path] = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            in_use.add(Path(os.readlink(f"/proc/{pid}/cwd")))
+        except OSError:
+            continue
+    for directory in stale:
+        if not any(directory == p or directory in p.parents for p in in_use):
+            shutil.rmtree(directory, ignore_errors=True)
+            log.info("removed the desktops a previous attempt of this run left", path=str(directory))

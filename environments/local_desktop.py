@@ -264,6 +264,7 @@ class LocalDesktopBackend(EnvironmentBackend):
         self.options = options
         self.user = desktop_user.resolve(options.desktop_user)
         if self.user is not None and run_dir is not None:
+            Path(run_dir).mkdir(parents=True, exist_ok=True)
             Path(run_dir).chmod(0o700)  # checkpoints, configs and logs are not the agent's to read
             log.info("desktops run as an unprivileged user; the run directory is closed to it", user=self.user.name,
                      run_dir=str(run_dir))
@@ -272,7 +273,12 @@ class LocalDesktopBackend(EnvironmentBackend):
         elif run_dir is not None and self.user is None:
             self.work_dir = Path(run_dir) / "envs"
         else:
-            self.work_dir = Path(tempfile.mkdtemp(prefix="scalecua-desktops-"))
+            # named after the run when there is one: which run owns these desktops stays visible, and a resumed
+            # run removes what a SIGKILLed attempt of it left there
+            owner = f"{Path(run_dir).name}-" if run_dir is not None else ""
+            if owner:
+                home_template.remove_stale_work_dirs(f"scalecua-desktops-{owner}")
+            self.work_dir = Path(tempfile.mkdtemp(prefix=f"scalecua-desktops-{owner}"))
             # mkdtemp makes it 0700; the judge sandbox's unprivileged user must reach the homes (read-only)
             self.work_dir.chmod(0o755)
         # absolute: the probe and the apps run with other working directories

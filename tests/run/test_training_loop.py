@@ -62,7 +62,9 @@ def tagged_processes(run_dir: Path) -> list[str]:
             state = Path(f"/proc/{pid}/stat").read_text().split()[2]
         except OSError:
             continue
-        if state != "Z" and (str(run_dir) in cmd or "SCALECUA_ENV_ID=desk-" in env and str(run_dir) in env):
+        # confined desktops (as root) keep their homes in /tmp/scalecua-desktops-<run name>-*, not in the run
+        ours = str(run_dir) in env or f"scalecua-desktops-{run_dir.name}-" in env
+        if state != "Z" and (str(run_dir) in cmd or "SCALECUA_ENV_ID=desk-" in env and ours):
             out.append(f"{pid}: {cmd[:120]}")
     return out
 

@@ -84,10 +84,8 @@ class ContainerPoolOptions(BaseModel):
     request_timeout_s: float = Field(60.0, gt=0, description="limit for one request to a desktop")
     reset_timeout_s: float = Field(300.0, gt=0, description="limit for one reset, setup steps included")
     setup_retries: int = Field(1, ge=0, description="extra attempts (on a fresh container) when setup fails")
-    setup_failures: Literal["fail", "warn"] = Field(
-        "fail", description="a setup command exiting non-zero or timing out: fail the reset (retried, never scored) "
-        "or warn and start the episode anyway (OSWorld's own harness does; upstream-compatibility runs only)"
-    )
+    setup_failures: Literal["fail", "warn"] = Field("fail", description="a failing setup command fails the reset "
+                                                    "(retried, never scored); warn: OSWorld's harness behaviour")
     settle_s: float = Field(0.3, ge=0, description="pause after an action before the screenshot")
     ulimits: dict[str, int] = Field(
         default_factory=lambda: {"nofile": 4096, "nproc": 16384},

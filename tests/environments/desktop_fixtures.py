@@ -7,6 +7,7 @@ pytest then starts the session once for that module and stops it afterwards.
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import os
 import secrets
@@ -103,3 +104,16 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, interval: f
 def tagged(env_id: str) -> list[int]:
     """Live (non-zombie) processes of an environment."""
     return [pid for pid in display_mod.tagged_processes(env_id) if display_mod.is_alive(pid)]
+
+
+def http_call(port: int, token: str | None, method: str, path: str, body: bytes | None = None,
+              headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    """One raw HTTP exchange with a probe on loopback (``token``: sent as a bearer token; None: none sent)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    all_headers = {"Authorization": f"Bearer {token}"} if token else {}
+    all_headers.update(headers or {})
+    conn.request(method, path, body=body, headers=all_headers)
+    response = conn.getresponse()
+    data = response.read()
+    conn.close()
+    return response.status, data

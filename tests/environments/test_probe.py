@@ -17,21 +17,14 @@ from PIL import Image
 from core.types import Action, ActionType
 from environments.actions import grid_to_pixels
 from environments.client import EnvironmentClient, ProbeError
-from tests.environments.desktop_fixtures import DesktopSession, desktop, wait_until  # noqa: F401 (fixture)
+from tests.environments.desktop_fixtures import DesktopSession, desktop, http_call, wait_until  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.desktop
 
 
 def raw_request(session: DesktopSession, method: str, path: str, body: bytes | None = None,
                 headers: dict[str, str] | None = None, token: bool = True) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", session.port, timeout=30)
-    all_headers = {"Authorization": f"Bearer {session.token}"} if token else {}
-    all_headers.update(headers or {})
-    conn.request(method, path, body=body, headers=all_headers)
-    response = conn.getresponse()
-    data = response.read()
-    conn.close()
-    return response.status, data
+    return http_call(session.port, session.token if token else None, method, path, body, headers)
 
 
 def test_screenshot_is_the_screen_with_the_cursor_drawn_in(desktop: DesktopSession) -> None:

@@ -4,7 +4,6 @@ it serves and normalizes paths before use."""
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import os
 import subprocess
@@ -15,7 +14,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.environments.desktop_fixtures import DesktopSession, desktop  # noqa: F401 (fixture)
+from tests.environments.desktop_fixtures import DesktopSession, desktop, http_call  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.desktop
 
@@ -38,20 +37,11 @@ def standalone_probe(session: DesktopSession, *args: str) -> Iterator[dict]:
 
 def call(port: int, method: str, path: str, *, token: str | None, form: dict[str, str] | None = None,
          body: dict | None = None) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    data: bytes | None = None
     if form is not None:
-        data = urllib.parse.urlencode(form).encode()
-        headers["Content-Type"] = "application/x-www-form-urlencoded"
-    elif body is not None:
-        data = json.dumps(body).encode()
-        headers["Content-Type"] = "application/json"
-    conn.request(method, path, body=data, headers=headers)
-    response = conn.getresponse()
-    answer = response.read()
-    conn.close()
-    return response.status, answer
+        return http_call(port, token, method, path, urllib.parse.urlencode(form).encode(),
+                         {"Content-Type": "application/x-www-form-urlencoded"})
+    data = json.dumps(body).encode() if body is not None else None
+    return http_call(port, token, method, path, data, {"Content-Type": "application/json"} if data else None)
 
 
 def test_without_a_token_it_generates_one_and_refuses_everyone_else(desktop: DesktopSession) -> None:

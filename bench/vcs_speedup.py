@@ -1,4 +1,5 @@
-"""Training-step time of step-wise vs sliding-window segmentation on identical recorded rollouts.
+"""Training-step time of step-wise vs sliding-window segmentation on identical recorded rollouts, the K sweep
+of the paper's Figure 5, and a compute model of the same items at the paper's model shapes.
 
 ``python bench/vcs_speedup.py [--quick] [--tasks B] [--rollouts n] [--turns T] ...`` prints one JSON object
 on stdout (logs go to stderr).
@@ -12,6 +13,12 @@ the paper's training-step time: reference logprobs + actor update (forward, back
 frozen vision tower's forward (run once per micro-batch, shared by both) counted in. Image preprocessing (PIL resize/normalize, ``time/inputs``) is reported separately. Token and item counts explain
 the ratio: total tokens and image tokens processed, the sum of squared item lengths (attention cost),
 items, peak item length.
+
+Variants: ``step-wise``; ``sliding-window`` K = Delta = 5 with the step's vision-feature cache (each
+distinct screenshot through the frozen tower once, :mod:`trainers.vision_cache`) and without it; and the
+K sweep K = Delta in {1, 3, 5, 8, 10, 15} (cache on), plotted to ``--plot``. Each variant also reports
+vision-tower encodings per distinct screenshot and the FLOPs of :mod:`bench.flops` at the shapes of
+Qwen3-VL-8B (labelled a model, not a measurement).
 
 The paper reports 750 s -> 265 s per step (2.83x) with 8 nodes of GPUs on Qwen3.5-9B; this runs a ~1 M
 parameter model on CPU, so B (and with ``--quick`` also n, T, the screenshot size and response length) is
@@ -36,11 +43,13 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
 
+from bench import flops  # noqa: E402
 from core import logs  # noqa: E402
 from core.config import AlgorithmSection  # noqa: E402
 from core.pluginmanager import load_plugins  # noqa: E402
 from core.types import EpisodeStatus, Judgement, Observation, RolloutGroup, Screenshot, Trajectory  # noqa: E402
 
+K_SWEEP = (1, 3, 5, 8, 10, 15)
 PAPER = {"step_wise_s": 750.0, "sliding_window_s": 265.0, "ratio": 2.83, "model": "Qwen3.5-9B", "hardware": "GPUs"}
 WORDS = ("the", "cell", "click", "menu", "file", "save", "column", "row", "value", "open", "dialog", "button",
          "I", "will", "now", "type", "into", "sheet", "then", "press", "enter", "check", "result", "formula",
@@ -130,9 +139,17 @@ def item_stats(segments: list[Any], image_pad_id: int) -> dict[str, float]:
     }
 
 
+def compute_items(segments: list[Any], renderer: Any) -> list[flops.Item]:
+    """The compute model's view of the segments (visual tokens from the image processor, keys by content)."""
+    from trainers.vision_cache import screenshot_key
+
+    return [flops.Item(s.num_tokens, s.num_trainable,
+                       tuple((screenshot_key(img), renderer.image_tokens(img)) for img in s.images)) for s in segments]
+
+
 def run_variant(name: str, plugins: Any, model: Any, algorithm: AlgorithmSection, episodes: list[dict[str, Any]],
                 segmenter_name: str, segmenter_options: dict[str, Any], args: argparse.Namespace,
-                warmup: list[Any]) -> dict[str, Any]:
+                warmup: list[Any], *, vision_cache: bool = True) -> dict[str, Any]:
     renderer = model.renderer()
     segmenter = plugins.registry("segmenter").create(segmenter_name, segmenter_options)
     groups, seg_seconds = segment(segmenter, renderer, episodes)
@@ -143,8 +160,8 @@ def run_variant(name: str, plugins: Any, model: Any, algorithm: AlgorithmSection
     stats = item_stats(segments, renderer.image_pad_id)
     stats["items_per_episode"] = round(len(segments) / len(episodes), 2)
     budget = max(args.micro_batch_tokens, stats["peak_item_tokens"])
-    trainer = plugins.registry("trainer").create(
-        "torch", {"device": args.device, "micro_batch_tokens": budget}, model=model, algorithm=algorithm, seed=0)
+    options = {"device": args.device, "micro_batch_tokens": budget, **({} if vision_cache else {"vision_cache_mib": 0})}
+    trainer = plugins.registry("trainer").create("torch", options, model=model, algorithm=algorithm, seed=0)
     trainer.train_step(warmup)  # first-call overheads (allocator, kernel selection) stay out of the timing
     trainer.model.load_state_dict(trainer.reference.state_dict())  # back to the initial weights
     trainer.optimizer.state.clear()
@@ -153,10 +170,17 @@ def run_variant(name: str, plugins: Any, model: Any, algorithm: AlgorithmSection
     metrics = trainer.train_step(segments)
     trainer.close()
     timed = metrics["time/actor_update"] + metrics["time/reference_logprobs"] + metrics["time/vision_encoder"]
+    distinct = len({k for item in compute_items(segments, renderer) for k, _ in item.images})
+    encodings = metrics.get("vision/encodings", stats["images"])  # without the cache: every segment's images
+    model_flops = flops.step_flops(compute_items(segments, renderer), vision_cache=vision_cache)
     return {
         "segmenter": segmenter_name,
         "options": segmenter_options,
+        "vision_cache": vision_cache,
         **stats,
+        "distinct_screenshots": distinct,
+        "vision_encodings": int(encodings),
+        "vision_encodings_per_distinct_screenshot": round(encodings / max(distinct, 1), 3),
         "micro_batches": int(metrics["batch/micro_batches"]),
         "padded_tokens": int(metrics["batch/padded_tokens"]),
         "segmentation_s": round(seg_seconds, 3),
@@ -166,7 +190,43 @@ def run_variant(name: str, plugins: Any, model: Any, algorithm: AlgorithmSection
         "train_step_s": round(timed, 3),
         "image_preprocessing_s": round(metrics["time/inputs"], 3),
         "tokens_per_s": round(stats["tokens"] / timed, 1),
+        "compute_model_pflop": {k: round(v / 1e15, 3) for k, v in model_flops.items()},
     }
+
+
+def k_sweep(variants: dict[str, Any], ks: list[int]) -> list[dict[str, Any]]:
+    """Per K = Delta: measured step time and the compute model, both relative to step-wise."""
+    step = variants["step-wise"]
+    out = []
+    for k in sorted(set(ks) | {5}):
+        v = variants["sliding-window" if k == 5 else f"sliding-window K={k}"]
+        out.append({"K": k, "items": v["items"], "tokens": v["tokens"], "train_step_s": v["train_step_s"],
+                    "measured_speedup_vs_step_wise": round(step["train_step_s"] / v["train_step_s"], 3),
+                    "compute_model_pflop": v["compute_model_pflop"]["total"],
+                    "compute_model_speedup_vs_step_wise": round(
+                        step["compute_model_pflop"]["total"] / v["compute_model_pflop"]["total"], 3)})
+    return out
+
+
+def plot_sweep(sweep: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ks = [row["K"] for row in sweep]
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    ax.plot(ks, [row["measured_speedup_vs_step_wise"] for row in sweep], "o-", label="measured (this machine)")
+    ax.plot(ks, [row["compute_model_speedup_vs_step_wise"] for row in sweep], "s--",
+            label=f"compute model ({flops.QWEN3_VL_8B.name})")
+    ax.axhline(PAPER["ratio"], color="grey", lw=0.8, ls=":", label=f"paper, K=5 ({PAPER['ratio']}x)")
+    ax.set_xlabel("K = Delta (screenshots kept / removal threshold)")
+    ax.set_ylabel("training-step speedup vs step-wise")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def explain(step: dict[str, Any], window: dict[str, Any], ratio: float) -> str:
@@ -232,6 +292,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="sampled tokens per response (default 150 450, as bench/segmentation.py)")
     p.add_argument("--micro-batch-tokens", type=int, default=32768)
     p.add_argument("--device", default="auto")
+    p.add_argument("--k-sweep", type=int, nargs="*", default=list(K_SWEEP), metavar="K",
+                   help="window sizes K = Delta of the sweep (Figure 5; default 1 3 5 8 10 15; none: skip)")
+    p.add_argument("--plot", default=str(_HERE / "results" / "vcs_k_sweep.png"),
+                   help="where the K-sweep plot goes ('' for none)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     import torch
@@ -260,17 +324,24 @@ def main(argv: list[str] | None = None) -> int:
     print(f"recorded {len(episodes)} episodes in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     warmup = None
     variants: dict[str, Any] = {}
-    for name, seg_name, seg_options in (
-        ("step-wise", "step-wise", {}),
-        ("sliding-window", "sliding-window", {"keep_images": 5, "min_removal": 5}),
-    ):
+    runs = [("step-wise", "step-wise", {}, True),
+            ("sliding-window", "sliding-window", {"keep_images": 5, "min_removal": 5}, True),
+            ("sliding-window, no vision cache", "sliding-window", {"keep_images": 5, "min_removal": 5}, False)]
+    runs += [(f"sliding-window K={k}", "sliding-window", {"keep_images": k, "min_removal": k}, True)
+             for k in args.k_sweep if k != 5]
+    for name, seg_name, seg_options, cache in runs:
         if warmup is None:
             groups, _ = segment(plugins.registry("segmenter").create(seg_name, seg_options), renderer, episodes[:1])
             warmup = groups[0].trajectories[0].segments[:1]
             warmup[0].advantage = 1.0
-        variants[name] = run_variant(name, plugins, model, algorithm, episodes, seg_name, seg_options, args, warmup)
-    step, window = variants["step-wise"], variants["sliding-window"]
+        variants[name] = run_variant(name, plugins, model, algorithm, episodes, seg_name, seg_options, args, warmup,
+                                     vision_cache=cache)
+    step, window, uncached = variants["step-wise"], variants["sliding-window"], variants["sliding-window, no vision cache"]
     ratio = step["train_step_s"] / window["train_step_s"]
+    sweep = k_sweep(variants, args.k_sweep)
+    if args.plot:
+        plot_sweep(sweep, Path(args.plot))
+    pflop = {name: v["compute_model_pflop"]["total"] for name, v in variants.items()}
     result = {
         "benchmark": "vcs_speedup",
         "settings": {
@@ -294,6 +365,22 @@ def main(argv: list[str] | None = None) -> int:
             "reduced": reductions(args),
         },
         "variants": variants,
+        "k_sweep": sweep,
+        "plot": str(args.plot) if args.plot else None,
+        "vision_cache": {
+            "encodings_per_distinct_screenshot": window["vision_encodings_per_distinct_screenshot"],
+            "without_cache": uncached["vision_encodings_per_distinct_screenshot"],
+            "train_step_time_ratio_uncached_over_cached": round(uncached["train_step_s"] / window["train_step_s"], 3),
+            "vision_time_ratio_uncached_over_cached": round(
+                uncached["vision_encoder_s"] / max(window["vision_encoder_s"], 1e-9), 3),
+        },
+        "compute_model": {
+            **flops.describe(),
+            "ratio_step_wise_over_sliding_window_cached": round(pflop["step-wise"] / pflop["sliding-window"], 3),
+            "ratio_step_wise_over_sliding_window_uncached": round(
+                pflop["step-wise"] / pflop["sliding-window, no vision cache"], 3),
+            "paper_target": PAPER["ratio"],
+        },
         "ratios_step_wise_over_sliding_window": {
             "train_step_time": round(ratio, 3),
             "vision_encoder_time": round(step["vision_encoder_s"] / window["vision_encoder_s"], 3),

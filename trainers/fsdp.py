@@ -246,6 +246,9 @@ class FSDPTrainer(TorchTrainer):
         if not weights.is_file():
             raise CheckpointError(f"run.init_from: {Path(path)} holds no model.safetensors (a trainer checkpoint "
                                   "directory, e.g. <run>/checkpoints/iter_000100/trainer)")
+        if self.options.init_optimizer:
+            raise CheckpointError("trainer.options.init_optimizer is not supported by torch-fsdp (its optimizer state "
+                                  "is sharded per rank); set it to false")
         state = load_file(str(weights))
         for module in (self.model, self.reference):  # the reference (KL term) starts from the same weights
             if module is not None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
-import json
 import time
 from pathlib import Path
 from typing import Any, Iterator, Literal, Sequence
@@ -28,12 +27,13 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.config import AlgorithmSection
-from core.errors import CheckpointError
 from core.interfaces import PolicyModel, TrainerBackend
 from core.types import Segment
 from core.weight_sync import iter_buckets
 from trainers.batching import MicroBatch, micro_batch_tensors, plan_micro_batches
+from trainers import torch_checkpoint
 from trainers.objective import StepStats, check_objective, count_trainable_tokens, token_loss
+from trainers.vision_cache import StepVisionCache
 from trainers.weights import freeze_vision_tower
 
 log = structlog.get_logger(__name__)
@@ -63,6 +63,15 @@ class TorchTrainerOptions(BaseModel):
     logprob_chunk_size: int = Field(1024, ge=1, description="positions per language-model-head chunk")
     gradient_checkpointing: bool = Field(False, description="recompute decoder activations in backward (long contexts)")
     warmup_steps: int = Field(0, ge=0, description="linear learning-rate warm-up over this many optimizer steps")
+    init_optimizer: bool = Field(
+        False, description="with run.init_from, also restore the AdamW moments saved with those weights (a fresh "
+        "AdamW's first steps move every parameter by about lr whatever its gradient; the moments of the warm start "
+        "keep an RL step proportional to its gradient)"
+    )
+    vision_cache_mib: float = Field(
+        4096, ge=0, description="device memory for the step's vision features: each distinct screenshot is encoded "
+        "once per step and reused by every segment, micro-batch and pass; 0: encode per micro-batch"
+    )
 
 
 def _resolve_device(name: str) -> torch.device:
@@ -121,6 +130,7 @@ class TorchTrainer(TrainerBackend):
         self.suppress_ids = model.suppressed_ids()
         self._suppressed_set = frozenset(self.suppress_ids)
         self._accepts_encoder_outputs = "mm_encoder_outputs" in inspect.signature(self.model.model.forward).parameters
+        self._cache: StepVisionCache | None = None
         self.steps = 0
         log.info("torch trainer ready", device=str(self.device), dtype=options.dtype,
                  trainable_params=sum(p.numel() for _, p in trainable),
@@ -184,7 +194,8 @@ class TorchTrainer(TrainerBackend):
         stats = StepStats()
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        self._accumulate(segments, batches, total, stats, times)
+        with self._vision_features(segments, times) as cache:
+            self._accumulate(segments, batches, total, stats, times)
         t0 = time.perf_counter()
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
         if self.options.max_grad_norm is not None:
@@ -214,6 +225,8 @@ class TorchTrainer(TrainerBackend):
             "time/actor_update": times["actor"] + times["optimizer"],
             "time/step": time.perf_counter() - started,
         })
+        if cache is not None:
+            metrics.update(cache.stats.metrics())
         return metrics
 
     def _accumulate(self, segments: Sequence[Segment], batches: list[MicroBatch], total: int, stats: StepStats,
@@ -231,7 +244,7 @@ class TorchTrainer(TrainerBackend):
         t0 = time.perf_counter()
         inputs, mask, rollout, adv = self._inputs(segs)
         t1 = time.perf_counter()
-        inputs = self._encode_images(inputs)
+        inputs = self._encode_images(inputs, segs)
         t2 = time.perf_counter()
         ref = None
         if self.reference is not None:
@@ -265,7 +278,8 @@ class TorchTrainer(TrainerBackend):
         stats = StepStats()
         self.model.eval()
         try:
-            self._evaluate(segments, batches, total, stats)
+            with self._vision_features(segments):
+                self._evaluate(segments, batches, total, stats)
         finally:
             self.model.train()
         return self._reduce(stats).summary()
@@ -276,7 +290,7 @@ class TorchTrainer(TrainerBackend):
 
     def _eval_micro_step(self, segs: list[Segment], total: float, stats: StepStats) -> None:
         inputs, mask, rollout, adv = self._inputs(segs)
-        inputs = self._encode_images(inputs)
+        inputs = self._encode_images(inputs, segs)
         ref = None
         with self._autocast():
             if self.reference is not None:
@@ -285,18 +299,46 @@ class TorchTrainer(TrainerBackend):
         token_loss(self.objective, logp, rollout, adv, mask, algorithm=self.algorithm, normalizer=float(total),
                    ref_logprobs=ref, stats=stats)
 
-    def _encode_images(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        """Run the frozen vision tower once per micro-batch and hand its features to reference and actor.
+    @contextlib.contextmanager
+    def _vision_features(self, segments: Sequence[Segment],
+                         times: dict[str, float] | None = None) -> Iterator[StepVisionCache | None]:
+        """The step's vision-feature cache (:mod:`trainers.vision_cache`), filled up front, dropped after."""
+        budget = int(self.options.vision_cache_mib * 2**20)
+        if not (self._accepts_encoder_outputs and budget and any(s.images for s in segments)):
+            yield None
+            return
+        t0 = time.perf_counter()
+        self._cache = StepVisionCache(self._encode_screenshots, self.renderer.image_processor.image_token_count, budget)
+        try:
+            self._cache.fill(segments)
+            self._sync()
+            if times is not None:
+                times["vision"] += time.perf_counter() - t0
+            yield self._cache
+        finally:
+            self._cache = None
 
-        The vision tower never trains and the reference starts as a copy of the
-        actor, so both would compute the same features; encoding once halves the
-        vision cost (transformers' ``mm_encoder_outputs`` input).
+    def _encode_screenshots(self, images: Sequence[Any]) -> Any:
+        pixel_values, grid_thw = self.renderer.image_processor.process(images)
+        with torch.no_grad(), self._autocast():
+            return self.model.model.get_image_features(pixel_values.to(self.device), grid_thw.to(self.device),
+                                                       return_dict=True)
+
+    def _encode_images(self, inputs: dict[str, Any], segments: Sequence[Segment]) -> dict[str, Any]:
+        """The frozen vision tower's features for one micro-batch, handed to reference and actor alike.
+
+        The vision tower never trains and the reference starts as a copy of the actor, so both would
+        compute the same features; with the step's cache each distinct screenshot is encoded once per
+        step, without it once per micro-batch (transformers' ``mm_encoder_outputs`` input).
         """
         if "pixel_values" not in inputs or not self._accepts_encoder_outputs:
             return inputs
-        with torch.no_grad(), self._autocast():
-            features = self.model.model.get_image_features(inputs["pixel_values"], inputs["image_grid_thw"],
-                                                           return_dict=True)
+        if self._cache is not None:
+            features = self._cache.features_for([image for seg in segments for image in seg.images])
+        else:
+            with torch.no_grad(), self._autocast():
+                features = self.model.model.get_image_features(inputs["pixel_values"], inputs["image_grid_thw"],
+                                                               return_dict=True)
         self._sync()
         shared = {k: v for k, v in inputs.items() if k != "pixel_values"}
         shared["mm_encoder_outputs"] = {"image": features}
@@ -313,12 +355,13 @@ class TorchTrainer(TrainerBackend):
         if module is None:
             raise ValueError("no reference model: algorithm.kl_coef is 0")
         out: list[list[float]] = []
-        for seg in segments:
-            inputs, mask, _, _ = self._inputs([seg])
-            inputs = self._encode_images(inputs)
-            with self._autocast():
-                lp = self._logprobs(module, inputs, mask)
-            out.append((lp[0] * mask[0]).tolist())
+        with self._vision_features(segments):
+            for seg in segments:
+                inputs, mask, _, _ = self._inputs([seg])
+                inputs = self._encode_images(inputs, [seg])
+                with self._autocast():
+                    lp = self._logprobs(module, inputs, mask)
+                out.append((lp[0] * mask[0]).tolist())
         return out
 
     def export_weights(self, bucket_bytes: int = 256 << 20) -> Iterator[list[tuple[str, Any]]]:
@@ -327,64 +370,13 @@ class TorchTrainer(TrainerBackend):
         return iter_buckets(named, bucket_bytes)
 
     def save(self, path: Path) -> None:
-        from safetensors.torch import save_model
-
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        save_model(self.model, str(path / "model.safetensors"))
-        torch.save(self.optimizer.state_dict(), path / "optimizer.pt")
-        rng = {"cpu": torch.get_rng_state()}
-        if self.device.type == "cuda":
-            rng["cuda"] = torch.cuda.get_rng_state(self.device)
-        torch.save(rng, path / "rng.pt")
-        (path / "trainer.json").write_text(json.dumps({
-            "steps": self.steps,
-            "options": self.options.model_dump(mode="json"),
-            "trainable": len(self.trainable_names),
-        }, indent=2) + "\n", encoding="utf-8")
+        torch_checkpoint.save(self, path)
 
     def load(self, path: Path) -> None:
-        from safetensors.torch import load_model
-
-        path = Path(path)
-        for name in ("model.safetensors", "optimizer.pt", "rng.pt", "trainer.json"):
-            if not (path / name).is_file():
-                raise CheckpointError(f"trainer checkpoint {path} lacks {name}")
-        meta = json.loads((path / "trainer.json").read_text(encoding="utf-8"))
-        if meta.get("trainable") != len(self.trainable_names):
-            raise CheckpointError(
-                f"trainer checkpoint {path} trained {meta.get('trainable')} tensors but this model has "
-                f"{len(self.trainable_names)}: the model config differs from the checkpointed run"
-            )
-        missing, unexpected = load_model(self.model, str(path / "model.safetensors"), strict=False,
-                                         device=str(self.device))
-        if missing or unexpected:
-            raise CheckpointError(f"trainer checkpoint {path} does not match the model: missing {missing[:5]}, "
-                                  f"unexpected {unexpected[:5]}")
-        self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location=self.device, weights_only=True))
-        rng = torch.load(path / "rng.pt", weights_only=True)
-        torch.set_rng_state(rng["cpu"])
-        if "cuda" in rng and self.device.type == "cuda":
-            torch.cuda.set_rng_state(rng["cuda"], self.device)
-        self.steps = int(meta["steps"])
+        torch_checkpoint.load(self, path)
 
     def load_weights(self, path: Path) -> None:
-        from safetensors.torch import load_model
-
-        weights = Path(path) / "model.safetensors"
-        if not weights.is_file():
-            raise CheckpointError(f"run.init_from: {Path(path)} holds no model.safetensors (a trainer checkpoint "
-                                  "directory, e.g. <run>/checkpoints/iter_000100/trainer)")
-        # the KL term regularizes toward the starting point: the reference gets the same weights
-        for module in (self.model, self.reference):
-            if module is None:
-                continue
-            missing, unexpected = load_model(module, str(weights), strict=False, device=str(self.device))
-            if missing or unexpected:
-                raise CheckpointError(f"run.init_from: {weights} does not match the configured model: missing "
-                                      f"{missing[:5]}, unexpected {unexpected[:5]}; use the model config it was "
-                                      "trained with")
-        log.info("trainer weights initialized", path=str(weights))
+        torch_checkpoint.load_weights(self, path)
 
     def close(self) -> None:
         self.reference = None

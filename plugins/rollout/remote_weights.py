@@ -13,13 +13,17 @@ The first update also rendezvous: ``GET /get_world_size``, then
 ``POST /init_weight_transfer_engine`` while the trainer opens its side of the
 group as rank 0 (its TCP store listens on the trainer for the server's workers).
 The data plane is ``gloo`` (:mod:`plugins.serving.weight_transfer`, CPU tensors; what
-``plugins.serving`` speaks; vLLM ships no Gloo backend) or ``nccl`` (vLLM's own NCCL
-trainer helpers: ``vllm`` and a GPU on the trainer, and a server started as
-``VLLM_SERVER_DEV_MODE=1 vllm serve ... --weight-transfer-config '{"backend": "nccl"}'``,
-since vLLM mounts these routes only in dev mode). The ``nccl`` path is not
-exercised on machines without vLLM. After any failure the group is discarded
-and the next update rendezvous again, because a broken broadcast leaves the
-two sides out of step; updates are never retried blindly (the protocol is stateful).
+``plugins.serving`` speaks; vLLM ships no Gloo backend) or ``nccl``: vLLM's own
+trainer-side engine (``NCCLTrainerWeightTransferEngine``, vLLM >= 0.33, a GPU on the
+trainer, and a server started as ``VLLM_SERVER_DEV_MODE=1 vllm serve ...
+--weight-transfer-config '{"backend": "nccl"}'``, since vLLM mounts these routes only in
+dev mode). That engine issues the same requests itself through a client over this
+session's HTTP calls, and declares a round's tensors before broadcasting them, so the
+``nccl`` path sends one ``/update_weights`` per session at commit instead of one per
+bucket. It is not exercised on machines without vLLM and a GPU. After any failure the
+group is discarded and the next update rendezvous again, because a broken broadcast
+leaves the two sides out of step; updates are never retried blindly (the protocol is
+stateful).
 """
 
 from __future__ import annotations
@@ -92,11 +96,12 @@ class RemoteWeightSync:
     def begin(self, version: int) -> None:
         self.session.begin(version)
         try:
-            self._ensure_transport()
+            transport = self._ensure_transport()
             if self.options.pause_generation:
                 self._post("/pause?mode=wait", None)
                 self._paused = True
-            self._post("/start_weight_update", None)
+            if not transport.drives_round:
+                self._post("/start_weight_update", None)
         except BaseException:
             self.abort()
             raise
@@ -109,8 +114,11 @@ class RemoteWeightSync:
         try:
             for bucket in iter_buckets(weights, self.options.bucket_bytes):
                 info = UpdateInfo.for_tensors(bucket, packed=self.options.packed, buffer_bytes=self._buffer_bytes)
-                self._while_posting("/update_weights", {"update_info": info.as_json()},
-                                    lambda: transport.send(info, bucket))
+                if transport.drives_round:
+                    transport.send(info, bucket)
+                else:
+                    self._while_posting("/update_weights", {"update_info": info.as_json()},
+                                        lambda: transport.send(info, bucket))
                 self._tensors += len(bucket)
         except BaseException:
             self._transport = None  # a failed broadcast leaves the group out of step: rendezvous again next time
@@ -118,8 +126,12 @@ class RemoteWeightSync:
 
     def commit(self) -> int:
         self.session.bucket()
+        transport = self._transport
         try:
-            self._post("/finish_weight_update", None)
+            if transport is not None and transport.drives_round:
+                transport.commit()
+            else:
+                self._post("/finish_weight_update", None)
             self._resume()
         except BaseException:
             self.abort()
@@ -160,9 +172,14 @@ class RemoteWeightSync:
             raise WeightSyncError(f"{self.base_url}/get_world_size answered {server_world!r}, not a positive integer")
         address = self.options.master_address or route_address(urlsplit(self.base_url).hostname or "127.0.0.1")
         info = InitInfo(address, self.options.master_port, rank_offset=1, world_size=1 + server_world)
-        transport = _GlooTransport(info, self.options.timeout_s) if self.options.backend == "gloo" \
-            else _NcclTransport(info)
-        self._while_posting("/init_weight_transfer_engine", {"init_info": transport.info.as_json()}, transport.join)
+        transport: _Transport
+        if self.options.backend == "gloo":
+            transport = _GlooTransport(info, self.options.timeout_s)
+            self._while_posting("/init_weight_transfer_engine", {"init_info": transport.info.as_json()},
+                                transport.join)
+        else:
+            transport = _NcclTransport(info, self.options, self._post)
+            transport.join()
         log.info("weight transfer group ready", backend=self.options.backend, server=self.base_url,
                  world_size=info.world_size, master=f"{transport.info.master_address}:{transport.info.master_port}")
         self._transport = transport
@@ -199,6 +216,11 @@ class _Transport(abc.ABC):
     """How tensors reach the server's workers once it joined the group: gloo (here) or vLLM's NCCL helpers."""
 
     info: InitInfo
+    #: the transport runs the server's update round itself (start / update / finish); the session only pauses
+    drives_round = False
+
+    def commit(self) -> None:
+        """Deliver what :meth:`send` was given, for transports that drive the round (``drives_round``)."""
 
     @abc.abstractmethod
     def join(self) -> None:
@@ -222,42 +244,99 @@ class _GlooTransport(_Transport):
 
 
 class _NcclTransport(_Transport):
-    """vLLM's NCCL trainer helpers (``NCCLWeightTransferEngine.trainer_init`` / ``trainer_send_weights``)."""
+    """vLLM's trainer-side NCCL engine (``NCCLTrainerWeightTransferEngine``, vLLM >= 0.33).
 
-    def __init__(self, info: InitInfo) -> None:
+    That engine drives the server's RPCs itself (``init_weight_transfer_engine`` during the rendezvous;
+    ``start_weight_update``, ``update_weights`` concurrently with the broadcast, ``finish_weight_update``
+    per round) through a client, and declares every tensor of a round up front (``WeightSource.metadata``).
+    So this transport takes over the round: :meth:`send` collects the session's tensors (references, no
+    copies) and :meth:`commit` hands them to ``send_weights()`` in one broadcast.
+    """
+
+    drives_round = True
+
+    def __init__(self, info: InitInfo, options: WeightTransferOptions, post: Post) -> None:
         try:
-            from vllm.distributed.weight_transfer.nccl_engine import NCCLWeightTransferEngine
+            from vllm.distributed.weight_transfer.base import ParamMeta, WeightSource
+            from vllm.distributed.weight_transfer.nccl_engine import (
+                NCCLTrainerInitInfo,
+                NCCLTrainerWeightTransferEngine,
+            )
         except ImportError as exc:
             raise WeightSyncError(
-                "rollout.options.weight_transfer.backend: 'nccl' needs vLLM's NCCL weight-transfer helpers on the "
-                f"trainer ({exc}); install the gpu extra (pip install 'scalecua[gpu]') or use backend 'gloo'"
+                "rollout.options.weight_transfer.backend: 'nccl' needs vLLM's NCCL weight-transfer engine on the "
+                f"trainer ({exc}); install the gpu extra (pip install 'scalecua[gpu]', vLLM >= 0.33) or use backend "
+                "'gloo'"
             ) from None
-        if not all(hasattr(NCCLWeightTransferEngine, f) for f in ("trainer_init", "trainer_send_weights")):
-            raise WeightSyncError(
-                "rollout.options.weight_transfer.backend 'nccl': the installed vLLM's NCCLWeightTransferEngine has no "
-                "static trainer_init/trainer_send_weights (this client drives those helpers); use a vLLM release "
-                "that has them"
-            )
         if info.master_port == 0:
             with socket.socket() as probe:  # NCCL's store cannot pick its own port and report it back
                 probe.bind((info.master_address, 0))
                 info = InitInfo(info.master_address, probe.getsockname()[1], info.rank_offset, info.world_size)
-        self.engine = NCCLWeightTransferEngine
         self.info = info
-        self.group: Any = None
+        self._options = options
+        self._client = _ServerClient(post)
+        self._source_type = _tensor_source_type(WeightSource, ParamMeta)
+        self._init_info = NCCLTrainerInitInfo(
+            master_address=info.master_address, master_port=info.master_port, world_size=info.world_size, rank=0,
+            packed=options.packed, packed_buffer_size_bytes=options.packed_buffer_bytes or options.bucket_bytes,
+        )
+        self._engine_type = NCCLTrainerWeightTransferEngine
+        self.engine: Any = None
+        self._pending: list[tuple[str, Any]] = []
 
     def join(self) -> None:
-        self.group = self.engine.trainer_init(self.info.as_json())
+        # the engine posts /init_weight_transfer_engine itself, concurrently with opening rank 0
+        self.engine = self._engine_type.trainer_init(self._init_info, client=self._client,
+                                                     source=self._source_type([]))
 
     def send(self, info: UpdateInfo, tensors: Sequence[tuple[str, Any]]) -> None:
-        import torch
+        self._pending.extend(tensors)
 
-        device = torch.device("cuda", torch.cuda.current_device())
-        self.engine.trainer_send_weights(
-            iter([(name, t.to(device)) for name, t in tensors]),
-            {"group": self.group, "packed": True, "packed_buffer_size_bytes": info.packed_buffer_size_bytes,
-             "packed_num_buffers": info.packed_num_buffers},
-        )
+    def commit(self) -> None:
+        tensors, self._pending = self._pending, []
+        self.engine.source = self._source_type(tensors)
+        self.engine.send_weights()  # start_weight_update, update_weights + broadcast, finish_weight_update
+
+
+class _ServerClient:
+    """vLLM's ``VLLMWeightSyncClient`` protocol over this session's ``post`` (the server's HTTP routes)."""
+
+    def __init__(self, post: Post) -> None:
+        self._post = post
+
+    def init_weight_transfer_engine(self, init_info: dict[str, Any]) -> None:
+        self._post("/init_weight_transfer_engine", {"init_info": init_info})
+
+    def start_weight_update(self) -> None:
+        self._post("/start_weight_update", None)
+
+    def update_weights(self, update_info: dict[str, Any]) -> None:
+        self._post("/update_weights", {"update_info": update_info})
+
+    def finish_weight_update(self, weight_version: str | None = None) -> None:
+        self._post("/finish_weight_update", None if weight_version is None else {"weight_version": weight_version})
+
+
+def _tensor_source_type(weight_source: type, param_meta: type) -> type:
+    """A vLLM ``WeightSource`` over one round's (name, tensor) list, full tensors moved to the current GPU."""
+    from functools import cached_property
+
+    class TensorSource(weight_source):  # type: ignore[misc, valid-type]
+        def __init__(self, tensors: Sequence[tuple[str, Any]]) -> None:
+            self._tensors = list(tensors)
+
+        @cached_property
+        def metadata(self) -> list[Any]:
+            return [param_meta(name, t.dtype, tuple(t.shape)) for name, t in self._tensors]
+
+        def iter_full(self) -> Iterable[tuple[str, Any]]:
+            import torch
+
+            device = torch.device("cuda", torch.cuda.current_device())
+            for name, tensor in self._tensors:
+                yield name, tensor.to(device)
+
+    return TensorSource
 
 
 def route_address(host: str) -> str:

@@ -5,6 +5,7 @@ the name. Slow: the first run downloads the wheel (~350 MB, cached)."""
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
@@ -27,7 +28,8 @@ from tests.scale.vllm_api import (
 pytestmark = pytest.mark.slow
 
 ENGINE = REPO / "plugins/rollout/vllm_engine.py"
-HTTP_CLIENTS = [REPO / "plugins/rollout/openai_compatible.py", REPO / "plugins/rollout/remote_weights.py"]
+REMOTE = REPO / "plugins/rollout/remote_weights.py"
+HTTP_CLIENTS = [REPO / "plugins/rollout/openai_compatible.py", REMOTE]
 #: output objects the engine reads (to_generation): class -> attributes
 OUTPUTS = {("vllm.outputs", "RequestOutput"): ["outputs"],
            ("vllm.outputs", "CompletionOutput"): ["token_ids", "logprobs", "finish_reason"],
@@ -126,13 +128,27 @@ def ipc_update_keys() -> list[str]:
     return []
 
 
-@pytest.mark.xfail(strict=True, reason="vLLM 0.33 moved the trainer side of NCCL weight transfer into "
-                   "NCCLTrainerWeightTransferEngine (trainer_init + send_weights, driving the client RPCs itself); "
-                   "plugins/rollout/remote_weights.py's _NcclTransport still calls the older static "
-                   "NCCLWeightTransferEngine.trainer_init / trainer_send_weights (issue 23: not yet ported)")
-def test_the_nccl_trainer_helpers_we_call(vllm: VLLMSource) -> None:
-    nccl = vllm.members("vllm.distributed.weight_transfer.nccl_engine", "NCCLWeightTransferEngine")
-    assert {"trainer_init", "trainer_send_weights"} <= set(nccl), sorted(nccl)
+def test_the_nccl_trainer_engine_we_drive(vllm: VLLMSource) -> None:
+    """plugins/rollout/remote_weights.py's _NcclTransport against vLLM's trainer-side NCCL engine: the class
+    methods it calls, the init-info fields it passes, the WeightSource it implements and the client protocol
+    the engine calls back (every method with its parameters)."""
+    from plugins.rollout.remote_weights import _ServerClient
+
+    module = "vllm.distributed.weight_transfer.nccl_engine"
+    engine = vllm.members(module, "NCCLTrainerWeightTransferEngine")
+    assert {"trainer_init", "send_weights"} <= set(engine), sorted(engine)
+    init_fields = set(vllm.members(module, "NCCLTrainerInitInfo"))
+    passed = {k for _, keys in keyword_calls(REMOTE, "NCCLTrainerInitInfo") for k in keys}
+    assert passed and passed <= init_fields, (sorted(passed), sorted(init_fields))
+    assert {k for _, keys in keyword_calls(REMOTE, "trainer_init") for k in keys} <= set(engine["trainer_init"].params)
+    base = "vllm.distributed.weight_transfer.base"
+    assert {"name", "dtype", "shape"} <= set(vllm.members(base, "ParamMeta"))
+    assert {"metadata", "iter_full"} <= set(vllm.members(base, "WeightSource"))
+    protocol = {n: m for n, m in vllm.members(base, "VLLMWeightSyncClient").items() if m.kind == "method"}
+    ours = {n: tuple(inspect.signature(getattr(_ServerClient, n)).parameters)[1:] for n in protocol
+            if hasattr(_ServerClient, n)}
+    assert set(ours) == set(protocol), (sorted(ours), sorted(protocol))
+    assert all(ours[n] == protocol[n].params for n in protocol), (ours, {n: m.params for n, m in protocol.items()})
 
 
 def test_the_outputs_we_read(vllm: VLLMSource) -> None:

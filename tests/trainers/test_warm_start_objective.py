@@ -98,6 +98,43 @@ def test_an_rl_trainer_starts_from_exactly_the_warm_start_weights(policy_model, 
     assert all(torch.equal(t, expected[n]) for n, t in exported.items())
 
 
+def test_init_optimizer_carries_the_warm_start_moments_under_this_runs_settings(
+        policy_model, make_segment, tmp_path: Path) -> None:
+    from core.errors import CheckpointError
+
+    warm = _trainer(policy_model, objective="cross_entropy", lr=2e-3, adam_eps=1e-6)
+    demos = _demonstrations(make_segment)
+    for _ in range(3):
+        warm.train_step(demos)
+    saved = CheckpointManager(tmp_path).save(3, trainer=warm)
+    rl = _trainer(policy_model, objective="grpo", lr=1e-4, init_optimizer=True)
+    rl.load_weights(saved / "trainer")
+    assert len(rl.optimizer.state) == len(rl.trainable_names)
+    for (_, warm_state), (_, rl_state) in zip(warm.optimizer.state.items(), rl.optimizer.state.items()):
+        assert torch.equal(warm_state["exp_avg_sq"], rl_state["exp_avg_sq"])
+        assert float(rl_state["step"]) == 3.0  # bias correction continues: no sign-like first steps
+    group = rl.optimizer.param_groups[0]
+    assert group["eps"] == 1e-8 and group["lr"] == 1e-4  # this run's hyperparameters, not the warm start's
+    assert rl.steps == 0
+
+    # an RL step from carried moments moves the weights less than a fresh AdamW's sign-like first step
+    for seg in demos:
+        seg.advantage = 1.0
+        seg.rollout_logprobs = rl.recompute_logprobs([seg])[0]
+    fresh = _trainer(policy_model, objective="grpo", lr=1e-4)
+    fresh.load_weights(saved / "trainer")
+    start = {n: p.detach().clone() for n, p in rl.model.named_parameters()}
+
+    def moved(trainer: TorchTrainer) -> float:
+        trainer.train_step(demos)
+        return sum(float((p.detach() - start[n]).abs().sum()) for n, p in trainer.model.named_parameters())
+
+    assert moved(rl) < 0.75 * moved(fresh)
+    (saved / "trainer" / "optimizer.pt").unlink()
+    with pytest.raises(CheckpointError, match="holds no optimizer.pt"):
+        _trainer(policy_model, init_optimizer=True).load_weights(saved / "trainer")
+
+
 def test_load_weights_names_what_is_missing(policy_model, tmp_path: Path) -> None:
     from core.errors import CheckpointError
 

@@ -10,8 +10,9 @@ rollouts are cut by the registered ``step-wise`` segmenter and by ``sliding-wind
 advantages are assigned, and one optimizer step of the ``torch`` trainer runs on each item set from the same
 initial weights (tiny random Qwen3-VL, KL to a frozen reference on, as in the paper). The compared time is
 the paper's training-step time: reference logprobs + actor update (forward, backward, optimizer), with the
-frozen vision tower's forward (run once per micro-batch, shared by both) counted in. Image preprocessing (PIL resize/normalize, ``time/inputs``) is reported separately. Token and item counts explain
-the ratio: total tokens and image tokens processed, the sum of squared item lengths (attention cost),
+frozen vision tower's forward (shared by both; once per distinct screenshot of the step with the vision
+cache, once per micro-batch without) counted in. Image preprocessing (PIL resize/normalize,
+``time/inputs``) is reported separately. Token and item counts explain the ratio: total tokens and image tokens processed, the sum of squared item lengths (attention cost),
 items, peak item length.
 
 Variants: ``step-wise``; ``sliding-window`` K = Delta = 5 with the step's vision-feature cache (each
@@ -336,7 +337,8 @@ def main(argv: list[str] | None = None) -> int:
             warmup[0].advantage = 1.0
         variants[name] = run_variant(name, plugins, model, algorithm, episodes, seg_name, seg_options, args, warmup,
                                      vision_cache=cache)
-    step, window, uncached = variants["step-wise"], variants["sliding-window"], variants["sliding-window, no vision cache"]
+    step, window = variants["step-wise"], variants["sliding-window"]
+    uncached = variants["sliding-window, no vision cache"]
     ratio = step["train_step_s"] / window["train_step_s"]
     sweep = k_sweep(variants, args.k_sweep)
     if args.plot:

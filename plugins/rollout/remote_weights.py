@@ -178,7 +178,8 @@ class RemoteWeightSync:
             self._while_posting("/init_weight_transfer_engine", {"init_info": transport.info.as_json()},
                                 transport.join)
         else:
-            transport = _NcclTransport(info, self.options, self._post)
+            transport = _NcclTransport(info, ServerClient(self._post), packed=self.options.packed,
+                                       buffer_bytes=self._buffer_bytes)
             transport.join()
         log.info("weight transfer group ready", backend=self.options.backend, server=self.base_url,
                  world_size=info.world_size, master=f"{transport.info.master_address}:{transport.info.master_port}")
@@ -255,7 +256,9 @@ class _NcclTransport(_Transport):
 
     drives_round = True
 
-    def __init__(self, info: InitInfo, options: WeightTransferOptions, post: Post) -> None:
+    def __init__(self, info: InitInfo, client: Any, *, packed: bool, buffer_bytes: int) -> None:
+        """``client``: vLLM's ``VLLMWeightSyncClient`` protocol (:class:`ServerClient` over HTTP, or the
+        in-process engine's adapter)."""
         try:
             from vllm.distributed.weight_transfer.base import ParamMeta, WeightSource
             from vllm.distributed.weight_transfer.nccl_engine import (
@@ -273,12 +276,11 @@ class _NcclTransport(_Transport):
                 probe.bind((info.master_address, 0))
                 info = InitInfo(info.master_address, probe.getsockname()[1], info.rank_offset, info.world_size)
         self.info = info
-        self._options = options
-        self._client = _ServerClient(post)
+        self._client = client
         self._source_type = _tensor_source_type(WeightSource, ParamMeta)
         self._init_info = NCCLTrainerInitInfo(
             master_address=info.master_address, master_port=info.master_port, world_size=info.world_size, rank=0,
-            packed=options.packed, packed_buffer_size_bytes=options.packed_buffer_bytes or options.bucket_bytes,
+            packed=packed, packed_buffer_size_bytes=buffer_bytes,
         )
         self._engine_type = NCCLTrainerWeightTransferEngine
         self.engine: Any = None
@@ -298,7 +300,7 @@ class _NcclTransport(_Transport):
         self.engine.send_weights()  # start_weight_update, update_weights + broadcast, finish_weight_update
 
 
-class _ServerClient:
+class ServerClient:
     """vLLM's ``VLLMWeightSyncClient`` protocol over this session's ``post`` (the server's HTTP routes)."""
 
     def __init__(self, post: Post) -> None:

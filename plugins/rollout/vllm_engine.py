@@ -236,17 +236,22 @@ class VLLMRolloutEngine(RolloutEngine):
         from vllm.distributed.weight_transfer.base import WeightTransferInitRequest
 
         self._weights.begin(version)
+        drives = self.transport.drives_round
         try:
             if not self._transport_ready:
-                init = self.transport.init_info(self.options.tensor_parallel_size)
-                pending = self._submit(self.engine.init_weight_transfer_engine(
-                    WeightTransferInitRequest(init_info=init)))
-                self.transport.join()
-                pending.result()
+                if drives:  # vLLM's trainer engine posts init_weight_transfer_engine itself
+                    self.transport.connect(_EngineClient(self), self.options.tensor_parallel_size)
+                else:
+                    init = self.transport.init_info(self.options.tensor_parallel_size)
+                    pending = self._submit(self.engine.init_weight_transfer_engine(
+                        WeightTransferInitRequest(init_info=init)))
+                    self.transport.join()
+                    pending.result()
                 self._transport_ready = True
             self._call(self._lock().acquire())
             try:
-                self._call(self.engine.start_weight_update())  # names are checkpoint (HF) names
+                if not drives:
+                    self._call(self.engine.start_weight_update())  # names are checkpoint (HF) names
             except BaseException:
                 self._loop.call_soon_threadsafe(self._lock().release)
                 raise
@@ -261,6 +266,9 @@ class VLLMRolloutEngine(RolloutEngine):
         bucket = list(weights)
         if not bucket:
             return
+        if self.transport.drives_round:
+            self.transport.collect(bucket)
+            return
         prepared = self.transport.prepare(bucket)  # holds the tensors alive until the update returns
         pending = self._submit(self.engine.update_weights(WeightTransferUpdateRequest(update_info=prepared.info)))
         self.transport.send(prepared)
@@ -269,7 +277,10 @@ class VLLMRolloutEngine(RolloutEngine):
     def commit_weight_update(self) -> None:
         self._weights.bucket()
         try:
-            self._call(self.engine.finish_weight_update())
+            if self.transport.drives_round:
+                self.transport.commit()  # start, update + broadcast, finish: driven by vLLM's trainer engine
+            else:
+                self._call(self.engine.finish_weight_update())
         except BaseException:
             self.abort_weight_update()
             raise
@@ -293,6 +304,30 @@ class VLLMRolloutEngine(RolloutEngine):
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=30)
             self.engine = None
+
+
+class _EngineClient:
+    """vLLM's ``VLLMWeightSyncClient`` protocol on the in-process ``AsyncLLM`` (its calls run on the engine's loop)."""
+
+    def __init__(self, engine: VLLMRolloutEngine) -> None:
+        self._engine = engine
+
+    def init_weight_transfer_engine(self, init_info: dict[str, Any]) -> None:
+        from vllm.distributed.weight_transfer.base import WeightTransferInitRequest
+
+        request = WeightTransferInitRequest(init_info=init_info)
+        self._engine._call(self._engine.engine.init_weight_transfer_engine(request))
+
+    def start_weight_update(self) -> None:
+        self._engine._call(self._engine.engine.start_weight_update())
+
+    def update_weights(self, update_info: dict[str, Any]) -> None:
+        from vllm.distributed.weight_transfer.base import WeightTransferUpdateRequest
+
+        self._engine._call(self._engine.engine.update_weights(WeightTransferUpdateRequest(update_info=update_info)))
+
+    def finish_weight_update(self, weight_version: str | None = None) -> None:
+        self._engine._call(self._engine.engine.finish_weight_update())
 
 
 def create_vllm_engine(options: VLLMEngineOptions, *, model: PolicyModel, seed: int = 0, **_: Any) -> VLLMRolloutEngine:

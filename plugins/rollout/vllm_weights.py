@@ -6,9 +6,10 @@
   The handles travel pickled (``ipc_handles_pickled``), which vLLM accepts only
   with ``VLLM_ALLOW_INSECURE_SERIALIZATION=1`` (the engine sets it).
 * ``nccl`` — disaggregated: this process is rank 0 of a group with the engine's
-  workers and broadcasts each bucket from its own GPU (vLLM's NCCL trainer
-  helpers, shared with :mod:`plugins.rollout.remote_weights`); the metadata is
-  :class:`plugins.serving.weight_transfer.UpdateInfo`, the same as the HTTP protocol's.
+  workers and broadcasts from its own GPU through vLLM's trainer-side NCCL engine
+  (shared with :mod:`plugins.rollout.remote_weights`), which drives the engine's
+  init / start / update / finish calls itself through a client on this engine, so
+  the session's buckets are collected and broadcast in one round at commit.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ def cast_bucket(bucket: Sequence[tuple[str, Any]], dtype: str | None) -> list[tu
 
 
 class IPCTransport:
+    drives_round = False
+
     def __init__(self, dtype: str | None, devices: Sequence[int]) -> None:
         self.dtype = dtype
         self.devices = list(devices)
@@ -73,29 +76,30 @@ class IPCTransport:
 
 
 class NCCLTransport:
+    """vLLM's trainer-side NCCL engine, which drives the engine's update round itself (``drives_round``)."""
+
+    drives_round = True
+
     def __init__(self, dtype: str | None, master_address: str, bucket_bytes: int = 256 << 20) -> None:
         self.dtype = dtype
         self.master_address = master_address
         self.bucket_bytes = bucket_bytes
         self.inner: Any = None
 
-    def init_info(self, world_size: int) -> dict[str, Any]:
+    def connect(self, client: Any, world_size: int) -> None:
+        """Rendezvous with the engine's workers; ``client`` is vLLM's weight-sync client protocol on the engine."""
         from plugins.rollout.remote_weights import _NcclTransport
 
-        self.inner = _NcclTransport(InitInfo(self.master_address, 0, rank_offset=1, world_size=1 + world_size))
-        return self.inner.info.as_json()
-
-    def join(self) -> None:
+        self.inner = _NcclTransport(InitInfo(self.master_address, 0, rank_offset=1, world_size=1 + world_size),
+                                    client, packed=True, buffer_bytes=self.bucket_bytes)
         self.inner.join()
 
-    def prepare(self, bucket: Sequence[tuple[str, Any]]) -> Prepared:
+    def collect(self, bucket: Sequence[tuple[str, Any]]) -> None:
         tensors = cast_bucket(bucket, self.dtype)
-        info = UpdateInfo.for_tensors(tensors, packed=True, buffer_bytes=self.bucket_bytes)
-        return Prepared(info.as_json(), tensors)
+        self.inner.send(UpdateInfo.for_tensors(tensors, packed=True, buffer_bytes=self.bucket_bytes), tensors)
 
-    def send(self, prepared: Prepared) -> None:
-        info = UpdateInfo.parse(prepared.info)
-        self.inner.send(info, prepared.tensors)
+    def commit(self) -> None:
+        self.inner.commit()
 
 
 def make_transport(options: Any, engine_dtype: str) -> IPCTransport | NCCLTransport:

@@ -132,7 +132,7 @@ def test_the_nccl_trainer_engine_we_drive(vllm: VLLMSource) -> None:
     """plugins/rollout/remote_weights.py's _NcclTransport against vLLM's trainer-side NCCL engine: the class
     methods it calls, the init-info fields it passes, the WeightSource it implements and the client protocol
     the engine calls back (every method with its parameters)."""
-    from plugins.rollout.remote_weights import _ServerClient
+    from plugins.rollout.remote_weights import ServerClient
 
     module = "vllm.distributed.weight_transfer.nccl_engine"
     engine = vllm.members(module, "NCCLTrainerWeightTransferEngine")
@@ -145,8 +145,8 @@ def test_the_nccl_trainer_engine_we_drive(vllm: VLLMSource) -> None:
     assert {"name", "dtype", "shape"} <= set(vllm.members(base, "ParamMeta"))
     assert {"metadata", "iter_full"} <= set(vllm.members(base, "WeightSource"))
     protocol = {n: m for n, m in vllm.members(base, "VLLMWeightSyncClient").items() if m.kind == "method"}
-    ours = {n: tuple(inspect.signature(getattr(_ServerClient, n)).parameters)[1:] for n in protocol
-            if hasattr(_ServerClient, n)}
+    ours = {n: tuple(inspect.signature(getattr(ServerClient, n)).parameters)[1:] for n in protocol
+            if hasattr(ServerClient, n)}
     assert set(ours) == set(protocol), (sorted(ours), sorted(protocol))
     assert all(ours[n] == protocol[n].params for n in protocol), (ours, {n: m.params for n, m in protocol.items()})
 

@@ -118,6 +118,8 @@ FAKE_VLLM = Path(__file__).with_name("fake_vllm")
 class _CPUTransport:
     """Stands in for the CUDA-IPC data plane (no GPU here): same update_info shape, tensors inside the pickle."""
 
+    drives_round = False
+
     def init_info(self, world_size: int) -> dict:
         return {}
 

@@ -110,8 +110,10 @@ async def run_episode(
     env: Environment | None = None
     discard = False
     started = time.monotonic()
+    traj.metadata["started_at"] = time.time()
     try:
         env = await _env_call("acquire", deps.backend.acquire(), s.env_call_timeout_s)
+        traj.metadata["env_id"] = env.env_id
         observation = await _env_call("reset", env.reset(task), s.env_call_timeout_s)
         traj.initial_observation = observation
         context = deps.segmenter.start(

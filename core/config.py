@@ -21,7 +21,7 @@ from core.errors import ConfigError
 from core import kinds
 from core.config_files import resolve_config_path
 from core.config_hints import suggest_field
-from core.registry import Component, instantiate, unknown_name_message
+from core.registry import Component, check_contract, instantiate, unknown_name_message
 from core.stage_config import RecipeSection, WarmStartSection
 
 if TYPE_CHECKING:
@@ -169,7 +169,12 @@ class ResolvedConfig:
         """Instantiate the component chosen for ``slot`` (e.g. ``"sampler"`` or ``"synthesis.proposer"``)."""
         if slot not in self.components:
             raise ConfigError([f"{slot}: no component configured; add {{name: ..., options: {{...}}}}"])
-        return instantiate(self.components[slot], self.options[slot], context)
+        component, options = self.components[slot], self.options[slot]
+        placed = plugins.hook.scalecua_place_component(slot=slot, component=component, options=options,
+                                                       context=context)
+        if placed is not None:  # a launcher placed it elsewhere (core/hookspecs.py: the placement hook)
+            return check_contract(component, placed)
+        return instantiate(component, options, context)
 
     def to_yaml(self) -> str:
         return OmegaConf.to_yaml(OmegaConf.create(self.raw))

@@ -13,6 +13,11 @@ Two kinds of hooks:
 * **Lifecycle hooks** are broadcast to every plugin. Observers (metric sinks,
   loggers, dashboards) implement them; they must not raise for ordinary
   conditions and must be cheap.
+* **The placement hook** (``scalecua_place_component``) is the seam of
+  distributed runs: the first plugin that answers supplies the object standing
+  for a configured component in this process (a proxy of Ray actors, the rank-0
+  driver of an FSDP group). Launchers register such a plugin object for one run;
+  configs never name it.
 """
 
 from __future__ import annotations
@@ -137,3 +142,22 @@ def scalecua_checkpoint_saved(iteration: int, path: Path) -> None:
 @hookspec
 def scalecua_run_end(run_dir: Path, status: str) -> None:
     """Called once when a run ends; ``status`` is ``completed``, ``interrupted`` or ``failed``."""
+
+
+# --------------------------------------------------------------------------
+# Placement: the first plugin that answers decides (distributed launchers).
+# --------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def scalecua_place_component(slot: str, component: Any, options: Any, context: Mapping[str, Any]) -> Any:
+    """The object that stands for ``slot``'s configured component in this process, or ``None``.
+
+    Called by :meth:`core.config.ResolvedConfig.create` before the component's own factory. ``None`` (every
+    plugin's answer by default) lets the factory build it here as configured; a launcher that places the
+    component elsewhere returns its stand-in: a proxy of remote actors (``plugins.ray``), or the factory's
+    own product wrapped as the driver of an SPMD group (``trainers.fsdp_run``). The stand-in is checked against
+    the kind's contract like any created component. ``component`` is the registered
+    :class:`core.registry.Component` (its ``factory`` builds the real thing), ``options`` its validated
+    options, ``context`` the keywords the core would pass to the factory.
+    """

@@ -187,7 +187,12 @@ def instantiate(component: Component, options: BaseModel, context: dict[str, Any
         raise ComponentContractError(
             f"{spec.label} '{component.name}': the core passed {', '.join(unknown)}, which the "
             f"{component.kind} kind does not define (its context: {allowed}); see core/kinds.py")
-    created = component.factory(options, **context)
+    return check_contract(component, component.factory(options, **context))
+
+
+def check_contract(component: Component, created: Any) -> Any:
+    """``created`` if it implements the contract of ``component``'s kind, else an error naming the plugin."""
+    spec = kinds.kind(component.kind)
     if spec.contract is not None:
         contract = resolve_ref(spec.contract)
         if not isinstance(created, contract):

@@ -19,7 +19,8 @@ from core.config import load_config
 REQUIRED_SLOTS = ("model", "environment", "sampler", "segmenter", "trainer", "rollout", "judge")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, extra_plugins: Sequence[object] = ()) -> int:
+    """``extra_plugins``: plugin objects registered for this run only (a launcher's placement plugin)."""
     parser = config_parser("python -m core.run", __doc__.splitlines()[0])
     parser.add_argument(
         "--resume",
@@ -34,6 +35,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     logs.configure()
     resolved, plugins = load_config(args.config, args.overrides, required=REQUIRED_SLOTS)
+    for plugin in extra_plugins:
+        plugins.register(plugin, name=type(plugin).__name__)
     run_dir = rundir.prepare(resolved, plugins, resume=args.resume)
     logs.configure(resolved.config.run.log_level, run_dir / "log.jsonl")
     logs.bind(run_id=run_dir.name)

@@ -274,13 +274,16 @@ def _progress(total: int, done: int, *, enabled: bool) -> Any:
                 disable=not (enabled and sys.stderr.isatty()), file=sys.stderr)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, extra_plugins: Sequence[object] = ()) -> int:
+    """``extra_plugins``: plugin objects registered for this run only (a launcher's placement plugin)."""
     parser = config_parser("python -m core.sft", __doc__.splitlines()[0])
     parser.add_argument("--resume", nargs="?", const=True, default=None, metavar="RUN_DIR",
                         help="continue from the last checkpoint (default: the latest run with this name)")
     args = parser.parse_args(argv)
     logs.configure()
     resolved, plugins = load_config(args.config, args.overrides, required=REQUIRED_SLOTS)
+    for plugin in extra_plugins:
+        plugins.register(plugin, name=type(plugin).__name__)
     resolved = validate(apply_overrides(resolved.raw, {"run.name": f"{resolved.config.run.name}-warm-start"},
                                         where="core.sft"), plugins, required=REQUIRED_SLOTS, source=resolved.source)
     run_dir = rundir.prepare(resolved, plugins, resume=args.resume)

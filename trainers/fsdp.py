@@ -275,14 +275,10 @@ def _reduce_stats(stats: StepStats, dist: Any, device: torch.device) -> StepStat
 
 
 def create_fsdp_trainer(options: FSDPTrainerOptions, *, model: PolicyModel, algorithm: AlgorithmSection,
-                        seed: int = 0, objective: str = "grpo", **_: Any) -> Any:
+                        seed: int = 0, objective: str = "grpo", **_: Any) -> FSDPTrainer:
     """Factory of the ``torch-fsdp`` trainer backend (context: model, algorithm, seed, objective).
 
-    On rank 0 under :mod:`trainers.fsdp_run` the trainer comes wrapped so the other ranks follow its calls.
+    Under :mod:`trainers.fsdp_run`, rank 0's placement plugin wraps what this returns so the other ranks
+    follow its calls.
     """
-    from trainers.fsdp_run import DRIVER_ENV, DrivenTrainer
-
-    trainer = FSDPTrainer(options, model=model, algorithm=algorithm, seed=seed, objective=objective)
-    if os.environ.get(DRIVER_ENV) == "1" and trainer.rank == 0 and trainer.world_size > 1:
-        return DrivenTrainer(trainer)
-    return trainer
+    return FSDPTrainer(options, model=model, algorithm=algorithm, seed=seed, objective=objective)

@@ -8,6 +8,9 @@ trainer call to the other ranks before taking part in it. The other ranks
 build only the model and the trainer and :func:`follow` those announcements,
 so every collective of a step runs on every rank. When rank 0's loop ends
 (or fails) the followers are released and exit.
+
+Rank 0 gets its :class:`DrivenTrainer` through the core's placement hook
+(:class:`FSDPDriver`, registered for the one run), not through the factory.
 """
 
 from __future__ import annotations
@@ -19,14 +22,12 @@ from typing import Any, Iterator, Sequence
 
 import structlog
 
+from core import hookimpl
 from core.interfaces import TrainerBackend
+from core.registry import instantiate
 from core.types import Segment
 
 log = structlog.get_logger(__name__)
-
-#: set by this entry point on rank 0 so the factory wraps its trainer
-DRIVER_ENV = "SCALECUA_FSDP_DRIVER"
-_state = {"closed": False}
 
 
 def _announce(call: tuple[str, tuple[Any, ...]]) -> None:
@@ -35,11 +36,33 @@ def _announce(call: tuple[str, tuple[Any, ...]]) -> None:
     dist.broadcast_object_list([call], src=0)
 
 
+class FSDPDriver:
+    """Rank 0's placement plugin (``scalecua_place_component``): the ``torch-fsdp`` trainer the factory builds,
+    wrapped as a :class:`DrivenTrainer` when other ranks follow; it also remembers whether they were released."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    @hookimpl
+    def scalecua_place_component(self, slot: str, component: Any, options: Any, context: Any) -> Any:
+        if slot != "trainer" or component.name != "torch-fsdp":
+            return None
+        trainer = instantiate(component, options, dict(context))
+        return DrivenTrainer(trainer, self) if trainer.world_size > 1 else trainer
+
+    def release(self) -> None:
+        """Tell the followers to close (once)."""
+        if not self.closed:
+            _announce(("close", ()))
+            self.closed = True
+
+
 class DrivenTrainer(TrainerBackend):
     """Rank 0's trainer: every call is first broadcast so the followers make the same call."""
 
-    def __init__(self, trainer: Any) -> None:
+    def __init__(self, trainer: Any, driver: FSDPDriver) -> None:
         self.trainer = trainer
+        self.driver = driver
 
     def train_step(self, segments: Sequence[Segment]) -> dict[str, float]:
         _announce(("train_step", (list(segments),)))
@@ -66,9 +89,7 @@ class DrivenTrainer(TrainerBackend):
         self.trainer.load_weights(path)
 
     def close(self) -> None:
-        if not _state["closed"]:
-            _announce(("close", ()))
-            _state["closed"] = True
+        self.driver.release()
         self.trainer.close()
 
     def __getattr__(self, name: str) -> Any:  # read-only attributes (steps, rank, options...)
@@ -141,26 +162,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     import importlib
 
     stage, argv = _stage(argv)
-    os.environ[DRIVER_ENV] = "1"
     from core.cli import main_guard
 
     run_main = importlib.import_module(STAGES[stage]).main
+    driver = FSDPDriver()
     code = 1
     try:
-        code = main_guard(run_main, argv)
+        code = main_guard(lambda args: run_main(args, extra_plugins=[driver]), argv)
     finally:
-        _release_followers()
+        _release_followers(driver)
     return code
 
 
-def _release_followers() -> None:
+def _release_followers(driver: FSDPDriver) -> None:
     """If rank 0 ends without closing its trainer (an error before or after the loop), free the followers."""
     import torch.distributed as dist
 
-    if dist.is_initialized() and not _state["closed"]:
+    if dist.is_initialized() and not driver.closed:
         try:
-            _announce(("close", ()))
-            _state["closed"] = True
+            driver.release()
         except Exception as exc:  # the group may already be broken
             log.warning("could not release the follower ranks", error=str(exc))
 

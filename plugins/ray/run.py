@@ -9,14 +9,13 @@ config's ``extra.ray`` section (:class:`plugins.ray.options.RayOptions`). Withou
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 from typing import Any, Sequence
 
 import structlog
 
-from core import logs, rundir
+from core import hookimpl, logs, rundir
 from core.cli import config_parser, main_guard
 from core.config import ResolvedConfig, load_config
 from core.errors import ScaleCUAError
@@ -105,33 +104,33 @@ def check_resources(options: RayOptions, placement: Placement, cluster: dict[str
         raise ConfigError(problems)
 
 
-def remote_components(resolved: ResolvedConfig, cluster: RayCluster, plugins: Any, run_dir: Path) -> ResolvedConfig:
-    """The config with its trainer, rollout and environment slots answered by proxies of the actors."""
-    from plugins.ray.proxies import RayEnvironmentPool, RayRolloutEngine, RayTrainer, RemoteProtocol
+class RayPlacement:
+    """The placement plugin of a Ray run (``core/hookspecs.py``): trainer, rollout engine and environment pool
+    are proxies of the cluster's actors; every other component is built here as configured."""
 
-    env_options = resolved.options["environment"]
-    capacity = int(getattr(env_options, "max_environments", 1))
-    protocol_factory = resolved.components["environment"].factory
+    def __init__(self, cluster: RayCluster, run_dir: Path) -> None:
+        self.cluster = cluster
+        self.run_dir = run_dir
 
-    def environment(options: Any, **context: Any) -> RayEnvironmentPool:
+    @hookimpl
+    def scalecua_place_component(self, slot: str, component: Any, options: Any, context: Any) -> Any:
+        from plugins.ray.proxies import RayEnvironmentPool, RayRolloutEngine, RayTrainer, RemoteProtocol
+
+        if slot == "trainer":
+            return RayTrainer(self.cluster.trainers)
+        if slot == "rollout":
+            return RayRolloutEngine(self.cluster.rollouts)
+        if slot != "environment":
+            return None
+        capacity = int(getattr(options, "max_environments", 1))
         # a local instance of the same kind for its agent protocol only: it never starts a desktop
         try:
-            protocol: Any = protocol_factory(options, run_dir=run_dir / "env-protocol")
+            protocol: Any = component.factory(options, run_dir=self.run_dir / "env-protocol")
         except Exception as exc:  # e.g. a driver host without the desktop programs
             log.warning("environment kind not buildable on the driver; its protocol is asked of worker 0",
                         error=str(exc))
-            protocol = RemoteProtocol(cluster.envs[0])
-        return RayEnvironmentPool(cluster.envs, protocol, capacity)
-
-    factories = {
-        "trainer": lambda options, **_: RayTrainer(cluster.trainers),
-        "rollout": lambda options, **_: RayRolloutEngine(cluster.rollouts),
-        "environment": environment,
-    }
-    components = dict(resolved.components)
-    for slot, factory in factories.items():
-        components[slot] = dataclasses.replace(components[slot], factory_ref=factory)
-    return dataclasses.replace(resolved, components=components)
+            protocol = RemoteProtocol(self.cluster.envs[0])
+        return RayEnvironmentPool(self.cluster.envs, protocol, capacity)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -151,9 +150,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from core.loop import train
 
     cluster = RayCluster(resolved, options, placement, run_dir)
+    plugins.register(RayPlacement(cluster, run_dir), name="ray-placement", distribution="scalecua (plugins.ray)")
     try:
-        return train(remote_components(resolved, cluster, plugins, run_dir), plugins, run_dir,
-                     resume=bool(args.resume))
+        return train(resolved, plugins, run_dir, resume=bool(args.resume))
     finally:
         cluster.shutdown()
 

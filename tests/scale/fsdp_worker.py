@@ -22,19 +22,22 @@ from trainers.fsdp import FSDPTrainer, FSDPTrainerOptions  # noqa: E402
 
 
 def driven(out: Path) -> None:
-    """rank 0 drives through the factory's DrivenTrainer; the other ranks follow (trainers.fsdp_run)."""
+    """rank 0 drives through the placement plugin's DrivenTrainer; the other ranks follow (trainers.fsdp_run)."""
     import os
 
-    from trainers.fsdp import create_fsdp_trainer
-    from trainers.fsdp_run import DRIVER_ENV, follow
+    from core.pluginmanager import load_plugins
+    from trainers.fsdp_run import FSDPDriver, follow
 
-    os.environ[DRIVER_ENV] = "1"
+    plugins = load_plugins(environ={})
+    component = plugins.registry("trainer").get("torch-fsdp")
+    options = FSDPTrainerOptions(device="cpu", lr=1e-3, micro_batch_tokens=700)
     model = batch.policy_model()
-    trainer = create_fsdp_trainer(FSDPTrainerOptions(device="cpu", lr=1e-3, micro_batch_tokens=700), model=model,
-                                  algorithm=AlgorithmSection(kl_coef=0.01))
-    if dist.get_rank() != 0:
-        follow(trainer)
+    context = {"model": model, "algorithm": AlgorithmSection(kl_coef=0.01)}
+    if int(os.environ["RANK"]) != 0:  # torchrun's rank: the trainer initializes the process group
+        follow(component.factory(options, **context))
         return
+    trainer = FSDPDriver().scalecua_place_component(slot="trainer", component=component, options=options,
+                                                     context=context)
     segments = batch.segments(model.renderer())
     metrics = [trainer.train_step(segments), trainer.train_step(segments)]
     weights = {name: t.clone() for bucket in trainer.export_weights(1 << 16) for name, t in bucket}

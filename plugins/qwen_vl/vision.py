@@ -8,7 +8,10 @@ conversation never decodes a PNG.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import threading
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -76,10 +79,19 @@ class VisionSettings:
         return self.patch_size * self.merge_size
 
 
-class ImageProcessor:
-    """Screenshots -> (pixel_values, image_grid_thw), and the placeholder count of each screenshot."""
+#: bytes of preprocessed pixels an image processor keeps for screenshots it has seen (least recently used out)
+MEMO_BYTES = 256 << 20
 
-    def __init__(self, settings: VisionSettings) -> None:
+
+class ImageProcessor:
+    """Screenshots -> (pixel_values, image_grid_thw), and the placeholder count of each screenshot.
+
+    A screenshot is preprocessed once while it stays in a bounded memo keyed by its PNG's content: a rollout
+    re-renders the last K screenshots with every turn and a training step holds each in several segments,
+    and the processor treats every image on its own, so the memo changes no value.
+    """
+
+    def __init__(self, settings: VisionSettings, *, memo_bytes: int = MEMO_BYTES) -> None:
         from transformers import Qwen2VLImageProcessorPil
 
         self.settings = settings
@@ -92,6 +104,11 @@ class ImageProcessor:
             image_mean=list(settings.image_mean),
             image_std=list(settings.image_std),
         )
+        self.memo_bytes = memo_bytes
+        self._memo: OrderedDict[bytes, tuple[Any, Any]] = OrderedDict()
+        self._memo_size = 0
+        self._lock = threading.Lock()
+        self.processed = 0  # screenshots actually preprocessed (memo misses)
 
     @classmethod
     def from_pretrained(
@@ -124,8 +141,33 @@ class ImageProcessor:
         if not screenshots:
             channels = 3 * self.settings.temporal_patch_size * self.settings.patch_size**2
             return torch.zeros((0, channels)), torch.zeros((0, 3), dtype=torch.long)
-        out = self._hf(images=[s.to_pil() for s in screenshots], return_tensors="pt")
-        return out["pixel_values"], out["image_grid_thw"]
+        keys = [hashlib.sha1(s.png).digest() for s in screenshots]
+        with self._lock:
+            found = {k: self._memo[k] for k in keys if k in self._memo}
+            for k in found:
+                self._memo.move_to_end(k)
+        missing = {k: s for k, s in zip(keys, screenshots) if k not in found}
+        if missing:
+            out = self._hf(images=[s.to_pil() for s in missing.values()], return_tensors="pt")
+            grids = out["image_grid_thw"]
+            pieces = torch.split(out["pixel_values"], grids.prod(dim=-1).tolist())
+            fresh = {k: (p, g) for k, p, g in zip(missing, pieces, grids)}
+            found.update(fresh)
+            self._remember(fresh)
+        return torch.cat([found[k][0] for k in keys]), torch.stack([found[k][1] for k in keys])
+
+    def _remember(self, fresh: dict[bytes, tuple[Any, Any]]) -> None:
+        with self._lock:
+            self.processed += len(fresh)
+            for key, (pixels, grid) in fresh.items():
+                size = pixels.numel() * pixels.element_size()
+                if size > self.memo_bytes or key in self._memo:
+                    continue
+                self._memo[key] = (pixels, grid)
+                self._memo_size += size
+            while self._memo_size > self.memo_bytes:
+                _, (pixels, _) = self._memo.popitem(last=False)
+                self._memo_size -= pixels.numel() * pixels.element_size()
 
 
 @lru_cache(maxsize=4096)

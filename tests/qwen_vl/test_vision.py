@@ -51,6 +51,25 @@ def test_several_images_concatenate_in_order():
     assert empty_values.shape[0] == 0 and empty_grid.shape == (0, 3)
 
 
+def test_each_screenshot_is_preprocessed_once_while_it_stays_in_the_memo():
+    settings = VisionSettings.for_family("qwen3_vl", min_pixels=1024, max_pixels=128 * 128)
+    a, b, c = screenshot(64, 64, 1), screenshot(128, 64, 2), screenshot(64, 64, 3)
+    processor, fresh = ImageProcessor(settings), ImageProcessor(settings, memo_bytes=0)
+    first = processor.process([a, b])
+    again = processor.process([b, a, c, a])
+    assert processor.processed == 3  # a and b came from the memo the second time
+    expected = fresh.process([b, a, c, a])
+    assert fresh.processed == 3  # duplicates within one call are processed once even without a memo
+    assert again[0].equal(expected[0]) and again[1].equal(expected[1])
+    assert first[0].equal(fresh.process([a, b])[0])
+    one_image = first[0][:16].numel() * first[0].element_size()  # a: 16 patches
+    small = ImageProcessor(settings, memo_bytes=one_image)
+    small.process([a])
+    small.process([c])  # evicts a, the least recently used
+    small.process([a])
+    assert small.processed == 3
+
+
 def test_settings_round_trip_through_a_directory(tmp_path):
     processor = ImageProcessor(VisionSettings.for_family("qwen3_vl", min_pixels=2048, max_pixels=99 * 99))
     processor.save_pretrained(tmp_path)

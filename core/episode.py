@@ -28,7 +28,7 @@ from core.interfaces import (
     RolloutEngine,
     Segmenter,
 )
-from core.types import Action, ActionType, EpisodeStatus, Judgement, JudgementStatus, Observation, Task, Trajectory, Turn
+from core.types import Action, ActionType, EpisodeStatus, Judgement, Observation, Task, Trajectory, Turn
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -216,7 +216,8 @@ async def _judge(deps: EpisodeDeps, env: Environment, task: Task, last_action: A
             s.env_call_timeout_s,
         )
     except asyncio.TimeoutError:
-        return Judgement(status=JudgementStatus.TIMEOUT, error="evaluation timed out")
+        # like every environment call past env_call_timeout_s: the desktop hung, the episode is retried
+        raise EnvironmentFault(f"evaluate timed out after {s.env_call_timeout_s:g} s") from None
     except Exception as exc:
         # evaluate() must not raise for judge failures; if it does, the environment is at fault.
         raise EnvironmentFault(f"evaluate: {type(exc).__name__}: {exc}") from exc

@@ -268,6 +268,7 @@ class LocalDesktopBackend(EnvironmentBackend):
             Path(run_dir).chmod(0o700)  # checkpoints, configs and logs are not the agent's to read
             log.info("desktops run as an unprivileged user; the run directory is closed to it", user=self.user.name,
                      run_dir=str(run_dir))
+        self._owns_work_dir = False
         if options.work_dir:
             self.work_dir = Path(options.work_dir)
         elif run_dir is not None and self.user is None:
@@ -279,6 +280,7 @@ class LocalDesktopBackend(EnvironmentBackend):
             if owner:
                 home_template.remove_stale_work_dirs(f"scalecua-desktops-{owner}")
             self.work_dir = Path(tempfile.mkdtemp(prefix=f"scalecua-desktops-{owner}"))
+            self._owns_work_dir = True  # removed again by close()
             # mkdtemp makes it 0700; the judge sandbox's unprivileged user must reach the homes (read-only)
             self.work_dir.chmod(0o755)
         # absolute: the probe and the apps run with other working directories
@@ -349,6 +351,8 @@ class LocalDesktopBackend(EnvironmentBackend):
             envs, self._all, self._idle = list(self._all), set(), []
             self._cond.notify_all()
         await asyncio.gather(*(env.close() for env in envs), return_exceptions=True)
+        if self._owns_work_dir:  # a temporary directory of our own: nothing of it outlives the run
+            await asyncio.to_thread(shutil.rmtree, self.work_dir, True)
 
     @property
     def size(self) -> int:

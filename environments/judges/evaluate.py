@@ -14,7 +14,9 @@ Getters and metrics are looked up by name: first among the functions defined
 in ``task.evaluator.code`` (generated code, run through the
 :class:`~core.interfaces.JudgeExecutor`), then in the registries. Whatever goes
 wrong becomes a :class:`~core.types.Judgement` with a non-ok status and score 0;
-this function never raises for a judge failure.
+this function never raises for a judge failure. An environment failure under the
+judge (the probe unreachable or timing out: :class:`~core.errors.EnvironmentFailure`)
+is raised, so the episode is retried on a fresh desktop instead of being scored.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 import structlog
 
+from core.errors import EnvironmentFailure
 from core.interfaces import Environment, JudgeExecutor
 from core.types import Action, ActionType, Judgement, JudgementStatus, SetupStep, Task
 
@@ -188,7 +191,8 @@ async def evaluate(
     cache_dir: str | Path | None = None,
     timeout_s: float = 600.0,
 ) -> Judgement:
-    """Score ``env``'s final state for ``task`` (see the module docstring); never raises for judge failures.
+    """Score ``env``'s final state for ``task`` (see the module docstring); never raises for judge failures
+    (environment failures propagate).
 
     ``postconfig`` runs ``task.evaluator.postconfig``: the backend passes its
     setup runner (e.g. :func:`environments.setup.run_setup_steps`); a task with
@@ -206,6 +210,8 @@ async def evaluate(
         status, error = JudgementStatus.OK, None
     except JudgeFailure as exc:
         score, status, error = 0.0, exc.status, str(exc)
+    except EnvironmentFailure:
+        raise  # the desktop died or hung under the judge: the episode is retried, never scored
     except asyncio.TimeoutError:
         score, status, error = 0.0, JudgementStatus.TIMEOUT, f"evaluation took longer than {timeout_s:g} s"
     except Exception as exc:  # a judge must never take the run down with it
@@ -230,6 +236,8 @@ async def _evaluate(judge: _Judge, last_action: Any, postconfig: PostconfigRunne
     evaluator = judge.task.evaluator
     try:
         await _run_postconfig(judge.env, evaluator.postconfig, postconfig, Path(judge.view.cache_dir))
+    except EnvironmentFailure:
+        raise
     except Exception as exc:
         raise JudgeFailure(JudgementStatus.CRASHED, f"postconfig failed: {type(exc).__name__}: {exc}") from exc
 

@@ -62,6 +62,8 @@ def test_the_agent_shell_cannot_touch_the_host() -> None:
         finally:
             await backend.release(env, discard=True)
             await backend.close()
+            # the temporary desktops directory goes with the backend (bench/faults.py found it left behind)
+            assert not backend.work_dir.exists(), backend.work_dir
 
     results = asyncio.run(body())
     uid = pwd.getpwnam("scalecua-desktop").pw_uid

@@ -42,6 +42,12 @@ async def get_slow(env: Any, config: dict) -> Any:
     await asyncio.get_running_loop().create_future()  # never answers: only the judge's timeout ends it
 
 
+async def get_desktop_gone(env: Any, config: dict) -> Any:
+    from environments.client import ProbeConnectionError
+
+    raise ProbeConnectionError("/file", "cannot reach http://127.0.0.1:1: connection refused")
+
+
 async def get_cache_dir(env: Any, config: dict) -> Any:
     return env.cache_dir
 
@@ -60,7 +66,8 @@ class TestJudges:
     @hookimpl
     def scalecua_register_getters(self, registry):
         for name, fn in [("literal", get_literal), ("missing", get_missing), ("broken", get_broken),
-                         ("slow", get_slow), ("cache_dir", get_cache_dir)]:
+                         ("slow", get_slow), ("cache_dir", get_cache_dir),
+                         ("desktop_gone", get_desktop_gone)]:
             registry.register(name, fn)
 
     @hookimpl
@@ -183,6 +190,23 @@ def test_judge_failures_become_statuses_never_exceptions(judges) -> None:  # typ
     assert lengths.status == JudgementStatus.CRASHED and "list of 2 entries" in lengths.error
     slow = judge(make_task(func="score_of", result={"type": "slow"}), judges, timeout_s=0.3)
     assert slow.status == JudgementStatus.TIMEOUT and slow.score == 0.0
+
+
+def test_an_environment_failure_under_the_judge_propagates(judges) -> None:  # type: ignore[no-untyped-def]
+    """A dead probe under a getter or the postconfig is the environment's failure, not the judge's: it reaches
+    the episode (retried, never scored) instead of becoming a crashed judgement with a score."""
+    from core.errors import EnvironmentFailure
+    from environments.client import ProbeConnectionError
+
+    with pytest.raises(EnvironmentFailure, match="connection refused"):
+        judge(make_task(func="score_of", result={"type": "desktop_gone"}), judges)
+
+    async def gone(env: Any, steps: Any, **_: Any) -> None:
+        raise ProbeConnectionError("/execute", "timed out after 15 s")
+
+    task = make_task(func="score_of", result=lit(1.0), postconfig=[{"type": "sleep", "parameters": {"seconds": 0}}])
+    with pytest.raises(EnvironmentFailure, match="timed out"):
+        judge(task, judges, postconfig=gone)
 
 
 def test_getters_get_a_fresh_cache_dir_per_evaluation(judges, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -156,3 +156,31 @@ def test_episodes_run_through_the_real_episode_runner(plugins) -> None:
     trajectories = asyncio.run(body())
     assert all(t.status == EpisodeStatus.COMPLETED and t.success for t in trajectories)
     assert all(t.segments and t.turns[0].actions[0].type == ActionType.DONE for t in trajectories)
+
+
+def test_an_environment_fault_under_the_judge_is_retried_never_scored(plugins) -> None:
+    """The desktop dying (an EnvironmentFailure from the judge's getters) or hanging past env_call_timeout_s while
+    the episode is judged ends the episode as an environment error, like a fault during any other call: found by
+    bench/faults.py, where such episodes used to be recorded with a crashed or timed-out judgement and a reward."""
+    from plugins.qwen_vl.model import QwenVLModel, QwenVLOptions
+
+    renderer = QwenVLModel(QwenVLOptions(tiny={"family": "qwen3_vl"}, seed=0)).renderer()
+
+    class FailingJudge(SimulatedBackend):
+        def __init__(self, mode: str) -> None:
+            super().__init__(SimulatedOptions(success_rate=1.0))
+            self.mode = mode
+
+        async def evaluate(self, env, task, **kwargs):
+            if self.mode == "hang":
+                await asyncio.Event().wait()
+            raise EnvironmentFailure("probe unreachable: connection refused")
+
+    for mode in ("dead", "hang"):
+        deps = EpisodeDeps(backend=FailingJudge(mode), engine=AlwaysDone(renderer), renderer=renderer,
+                           segmenter=plugins.registry("segmenter").create("sliding-window", {}), executor=None,
+                           getters=plugins.registry("getter"), metrics=plugins.registry("metric"),
+                           settings=EpisodeSettings(max_turns=3, max_new_tokens=64, env_call_timeout_s=0.5))
+        traj = asyncio.run(run_episode(task("t"), deps, trajectory_id="r", group_id="g"))
+        assert traj.status == EpisodeStatus.ENV_ERROR and traj.judgement is None and not traj.segments, mode
+        assert ("timed out" if mode == "hang" else "connection refused") in traj.status_reason

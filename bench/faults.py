@@ -1,7 +1,8 @@
 """A fault-injection soak: a training run under a seeded schedule of faults, and what it survived.
 
 ``python bench/faults.py [--quick] [--mode simulated|desktops|both] [--iterations N] [--seed S]`` prints one
-JSON object on stdout (logs go to stderr).
+JSON object on stdout (logs go to stderr). Default: both modes, 20 iterations each; ``--quick``: the
+simulated mode, 3 iterations.
 
 Each mode runs the same training config twice as child processes (``python -m core.run``): once clean (the
 wall-time baseline) and once under faults, then checks the faulted run's own records:
@@ -283,7 +284,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", default=None, help="where the runs go (default: a fresh temporary directory)")
     args = p.parse_args(argv)
     args.mode = args.mode or ("simulated" if args.quick else "both")
-    args.iterations = args.iterations or (3 if args.quick else 6)
+    args.iterations = args.iterations or (3 if args.quick else 20)
     if args.iterations < 3:
         p.error("--iterations must be >= 3: the trainer is killed after checkpoint 2 and the newest is cut short")
     return args

@@ -30,8 +30,8 @@ from core.config import AlgorithmSection
 from core.interfaces import PolicyModel, TrainerBackend
 from core.types import Segment
 from core.weight_sync import iter_buckets
-from trainers.batching import MicroBatch, micro_batch_tensors, plan_micro_batches
 from trainers import torch_checkpoint
+from trainers.batching import MicroBatch, micro_batch_tensors, plan_micro_batches
 from trainers.objective import StepStats, check_objective, count_trainable_tokens, token_loss
 from trainers.vision_cache import StepVisionCache
 from trainers.weights import freeze_vision_tower
@@ -308,7 +308,7 @@ class TorchTrainer(TrainerBackend):
             yield None
             return
         t0 = time.perf_counter()
-        self._cache = StepVisionCache(self._encode_screenshots, self.renderer.image_processor.image_token_count, budget)
+        self._cache = StepVisionCache(self._encode_screenshots, self.renderer.image_tokens, budget)
         try:
             self._cache.fill(segments)
             self._sync()
@@ -319,9 +319,14 @@ class TorchTrainer(TrainerBackend):
             self._cache = None
 
     def _encode_screenshots(self, images: Sequence[Any]) -> Any:
-        pixel_values, grid_thw = self.renderer.image_processor.process(images)
+        # the family's own inputs for one row of placeholder runs (a stop id between them keeps them apart):
+        # pixels and grids through the model contract, never through a family's image processor
+        row: list[int] = []
+        for image in images:
+            row += [self.renderer.stop_ids[0]] + [self.renderer.image_pad_id] * self.renderer.image_tokens(image)
+        inputs = self.policy.model_inputs([row], [list(images)], device=self.device)
         with torch.no_grad(), self._autocast():
-            return self.model.model.get_image_features(pixel_values.to(self.device), grid_thw.to(self.device),
+            return self.model.model.get_image_features(inputs["pixel_values"], inputs["image_grid_thw"],
                                                        return_dict=True)
 
     def _encode_images(self, inputs: dict[str, Any], segments: Sequence[Segment]) -> dict[str, Any]:

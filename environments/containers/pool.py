@@ -112,6 +112,7 @@ class WarmPool:
         self._counter = itertools.count(1)
         self._failures_in_a_row = 0
         self._last_error: str | None = None
+        self._recent_errors: list[str] = []  # of the failures in a row (a later one may lack an earlier's log)
         self._backoff_until = 0.0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._health_task: asyncio.Task[None] | None = None
@@ -266,9 +267,11 @@ class WarmPool:
 
     def _raise_if_failing(self) -> None:
         if self._failures_in_a_row >= self.max_start_failures and not self._idle and not self.booting:
+            earlier = [e for e in self._recent_errors[:-1] if e != self._last_error]
             raise EnvironmentFailure(
                 f"{self.name_prefix}: {self._failures_in_a_row} container starts failed in a row; "
                 f"last error: {self._last_error}"
+                + (f"; earlier: {' | '.join(earlier[-3:])}" if earlier else "")
             )
 
     def _spawn(self, coro: Awaitable[Any]) -> None:
@@ -318,6 +321,7 @@ class WarmPool:
                     return  # cut short by close(): not a failure
                 self._failures_in_a_row += 1
                 self._last_error = f"{type(exc).__name__}: {exc}"
+                self._recent_errors = [*self._recent_errors[-3:], self._last_error]
                 self.stats["failed_starts"] += 1
                 delay = min(30.0, 0.5 * 2 ** min(self._failures_in_a_row, 6))
                 self._backoff_until = time.monotonic() + delay
@@ -330,6 +334,7 @@ class WarmPool:
         async with self.cond:
             self._booting[engine] -= 1
             self._failures_in_a_row = 0
+            self._recent_errors = []
             self.stats["started"] += 1
             self.stats["ready_s"].append(round(slot.ready_s, 3))
             if self.closed:

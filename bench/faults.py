@@ -197,8 +197,11 @@ def check(run: dict[str, Any], faults: list[Fault], iterations: int) -> dict[str
                for line in path.read_text().splitlines() if line.strip()]
 
     def hit(record: dict[str, Any], fault: Fault) -> bool:
+        """The fault struck the episode's desktop between its start and its judgement (after it, only the
+        release is left and the outcome is fixed)."""
         start = record.get("started_at") or 0.0
-        return record.get("env_id") == fault.env_id and start <= fault.at <= start + (record.get("duration_s") or 0)
+        end = record.get("judged_at") or start + (record.get("duration_s") or 0)
+        return record.get("env_id") == fault.env_id and start <= fault.at <= end
 
     scored_broken = [r["trajectory_id"] for r in records for f in faults
                      if f.kind in BREAKING and r["status"] != "env_error" and hit(r, f)]

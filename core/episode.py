@@ -189,6 +189,7 @@ async def run_episode(
             segment.weight_version = oldest
         judge_started = time.monotonic()
         traj.judgement = await _judge(deps, env, task, last_action, s)
+        traj.metadata["judged_at"] = time.time()  # the outcome is fixed from here on (release follows)
         traj.metadata["judge_s"] = time.monotonic() - judge_started
     except EnvironmentFault as exc:
         discard = True

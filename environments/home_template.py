@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterable
 
 import structlog
 
@@ -82,19 +83,24 @@ def _force_remove(func, path, _exc_info) -> None:  # type: ignore[no-untyped-def
         pass
 
 
-def remove_stale_work_dirs(prefix: str) -> None:
-    """Delete ``$TMPDIR/<prefix>*`` directories no live process has its home or working directory in."""
+def remove_stale_work_dirs(prefix: str, *, only: Iterable[Path] | None = None) -> list[Path]:
+    """Delete ``$TMPDIR/<prefix>*`` directories (or just ``only``) no live process has its home or working
+    directory in; returns those still in use (a SIGKILLed attempt's desktops may not have exited yet)."""
     root = Path(tempfile.gettempdir())
-    stale = [d for d in root.glob(f"{prefix}*") if d.is_dir()]
+    stale = [d for d in (root.glob(f"{prefix}*") if only is None else only) if d.is_dir()]
     if not stale:
-        return
+        return []
     in_use: set[Path] = set()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             in_use.add(Path(os.readlink(f"/proc/{pid}/cwd")))
         except OSError:
             continue
+    busy = []
     for directory in stale:
-        if not any(directory == p or directory in p.parents for p in in_use):
-            shutil.rmtree(directory, ignore_errors=True)
-            log.info("removed the desktops a previous attempt of this run left", path=str(directory))
+        if any(directory == p or directory in p.parents for p in in_use):
+            busy.append(directory)
+            continue
+        shutil.rmtree(directory, ignore_errors=True)
+        log.info("removed the desktops a previous attempt of this run left", path=str(directory))
+    return busy

@@ -269,6 +269,7 @@ class LocalDesktopBackend(EnvironmentBackend):
             log.info("desktops run as an unprivileged user; the run directory is closed to it", user=self.user.name,
                      run_dir=str(run_dir))
         self._owns_work_dir = False
+        self._stale: list[Path] = []  # a SIGKILLed attempt's directories still in use when this one started
         if options.work_dir:
             self.work_dir = Path(options.work_dir)
         elif run_dir is not None and self.user is None:
@@ -278,7 +279,7 @@ class LocalDesktopBackend(EnvironmentBackend):
             # run removes what a SIGKILLed attempt of it left there
             owner = f"{Path(run_dir).name}-" if run_dir is not None else ""
             if owner:
-                home_template.remove_stale_work_dirs(f"scalecua-desktops-{owner}")
+                self._stale = home_template.remove_stale_work_dirs(f"scalecua-desktops-{owner}")
             self.work_dir = Path(tempfile.mkdtemp(prefix=f"scalecua-desktops-{owner}"))
             self._owns_work_dir = True  # removed again by close()
             # mkdtemp makes it 0700; the judge sandbox's unprivileged user must reach the homes (read-only)
@@ -353,6 +354,8 @@ class LocalDesktopBackend(EnvironmentBackend):
         await asyncio.gather(*(env.close() for env in envs), return_exceptions=True)
         if self._owns_work_dir:  # a temporary directory of our own: nothing of it outlives the run
             await asyncio.to_thread(shutil.rmtree, self.work_dir, True)
+        if self._stale:  # its desktops have had the whole run to notice their parent died and exit
+            await asyncio.to_thread(home_template.remove_stale_work_dirs, "", only=self._stale)
 
     @property
     def size(self) -> int:

@@ -97,3 +97,29 @@ def describe(shape: Shape = QWEN3_VL_8B) -> dict[str, Any]:
     return {**asdict(shape), "lm_params_per_token": shape.lm_params_per_token,
             "vit_params_per_patch": shape.vit_params_per_patch, "assumptions": ASSUMPTIONS,
             "note": "a compute model, not a measurement"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python bench/flops.py [--quick] [--tokens N] [--visual-tokens V]``: the compute model's per-item FLOPs as
+    one JSON object (instant either way; ``bench/vcs_speedup.py --model-only`` applies it to real segments)."""
+    import argparse
+    import json
+
+    p = argparse.ArgumentParser(description="FLOPs of one item at Qwen3-VL-8B's shapes (a model, not a measurement)")
+    p.add_argument("--quick", action="store_true", help="the same numbers (nothing here takes long)")
+    p.add_argument("--tokens", type=int, nargs="*", default=[4096, 16384, 40000], help="item lengths")
+    p.add_argument("--visual-tokens", type=int, default=1000, help="visual tokens per screenshot (1280x800: 1000)")
+    args = p.parse_args(argv)
+    shape = QWEN3_VL_8B
+    items = {str(n): {"lm_forward_tflop": round(lm_forward(shape, n, n // 10) / 1e12, 2),
+                      "actor_plus_reference_tflop": round(4 * lm_forward(shape, n, n // 10) / 1e12, 2)}
+             for n in args.tokens}
+    print(json.dumps({"benchmark": "flops", "quick": args.quick, "model": describe(shape),
+                      "items (10 % trainable positions)": items,
+                      "vision_tflop_per_screenshot": round(vit_forward(shape, args.visual_tokens) / 1e12, 2)},
+                     indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

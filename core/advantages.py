@@ -9,9 +9,12 @@ re-weighted.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from core.types import EpisodeStatus, RolloutGroup, Trajectory
+
+if TYPE_CHECKING:
+    from core.config import AlgorithmSection
 
 
 def episode_reward(trajectory: Trajectory, incomplete_penalty: float) -> float:
@@ -49,11 +52,38 @@ def group_advantages(rewards: Sequence[float], *, eps: float = 1e-6, normalize_s
     return [c * negative_scale if c < 0 else c for c in centered]
 
 
+def withhold_unparsable_credit(trajectory: Trajectory) -> int:
+    """Take the responses that did not parse out of the loss of a rollout with a positive advantage.
+
+    A malformed response changed nothing on the desktop, so an episode that recovered from it and succeeded
+    owes it nothing; reinforcing it teaches the policy to emit it again. In rollouts with a negative
+    advantage such responses stay in the loss and are pushed down. Returns the number of tokens withheld.
+    """
+    bad = {turn.index for turn in trajectory.turns if turn.parse_error}
+    if not bad or not trajectory.segments or trajectory.segments[0].advantage <= 0:
+        return 0
+    withheld = 0
+    for segment in trajectory.segments:
+        if not segment.responses and any(segment.loss_mask):
+            raise ValueError(
+                f"segment {segment.trajectory_id}#{segment.index} does not record where its responses sit "
+                "(Segment.responses), which algorithm.credit_unparsable_turns: false needs; use a segmenter that "
+                "records them (the built-in ones do) or set the option back to true")
+        for turn, start, end in segment.responses:
+            if turn in bad:
+                withheld += sum(segment.loss_mask[start:end])
+                segment.loss_mask[start:end] = [0] * (end - start)
+    return withheld
+
+
 def assign_advantages(
     groups: Iterable[RolloutGroup], *, incomplete_penalty: float, eps: float = 1e-6, normalize_std: bool = True,
-    negative_scale: float = 1.0,
+    negative_scale: float = 1.0, credit_unparsable: bool = True,
 ) -> dict[str, float]:
-    """Set each trajectory's reward and advantage and copy both onto its segments; returns id -> advantage."""
+    """Set each trajectory's reward and advantage and copy both onto its segments; returns id -> advantage.
+
+    ``credit_unparsable=False``: responses that did not parse are left out of the loss of rollouts with a
+    positive advantage (:func:`withhold_unparsable_credit`)."""
     advantages: dict[str, float] = {}
     for group in groups:
         if not group.trajectories:
@@ -79,4 +109,14 @@ def assign_advantages(
                     )
                 segment.reward = traj.reward
                 segment.advantage = value
+            if not credit_unparsable:
+                traj.metadata["withheld_tokens"] = withhold_unparsable_credit(traj)
     return advantages
+
+
+def assign_with(groups: Iterable[RolloutGroup], algorithm: "AlgorithmSection") -> dict[str, float]:
+    """:func:`assign_advantages` with every setting from the config's ``algorithm`` section."""
+    return assign_advantages(groups, incomplete_penalty=algorithm.incomplete_penalty, eps=algorithm.advantage_eps,
+                             normalize_std=algorithm.normalize_advantage_std,
+                             negative_scale=algorithm.negative_advantage_scale,
+                             credit_unparsable=algorithm.credit_unparsable_turns)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from core.errors import ConfigError
 from core import kinds
@@ -86,10 +86,27 @@ class AlgorithmSection(_Strict):
     #: their tokens down less than successes pull theirs up: with a small policy, failures' low-probability
     #: tokens can otherwise dominate the step and lower the successes' likelihood too
     negative_advantage_scale: float = Field(1.0, ge=0, le=1)
+    #: false: a response that did not parse into actions is never reinforced -- in a rollout with a positive
+    #: advantage its tokens leave the loss (in one with a negative advantage they are pushed down as usual). An
+    #: episode that recovers from a malformed response and succeeds owes it nothing; crediting it teaches the
+    #: policy to emit it again (true: every response shares its rollout's advantage, plain GRPO)
+    credit_unparsable_turns: bool = True
     #: truncated importance sampling (null: off): each token weighted by min(pi_step_start / pi_rollout, cap) and
     #: clipped against the step's start, so stale (async) or engine-mismatched tokens are corrected, not clipped away
     tis_cap: float | None = Field(None, gt=0)
     max_parse_failures: int = Field(3, ge=1)
+    #: optimizer steps per iteration: the batch's groups dealt into this many mini-batches (whole groups), over
+    #: ppo_epochs passes (reshuffled each); ratios stay against the rollout logprobs, so later steps are clipped
+    #: as in PPO (verl's ppo_mini_batch_size / ppo_epochs). 1 and 1: one step per iteration, as the paper
+    ppo_mini_batches: int = Field(1, ge=1)
+    ppo_epochs: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _mini_batches_fit(self) -> "AlgorithmSection":
+        if self.ppo_mini_batches > self.batch_size:
+            raise ValueError(f"ppo_mini_batches ({self.ppo_mini_batches}) exceeds batch_size ({self.batch_size}): a "
+                             "mini-batch holds whole groups, so use at most batch_size mini-batches")
+        return self
 
 
 class RolloutSection(_Strict):
@@ -104,9 +121,9 @@ class RolloutSection(_Strict):
     env_call_timeout_s: float = Field(300, gt=0)
     #: sync: rollout -> train -> weight sync in turn (the paper). async: episodes run on while the trainer
     #: steps on groups that have finished (core/async_rollouts.py); a group sampled partly by a policy more
-    #: than ``max_staleness`` optimizer steps old is never trained. async with max_staleness 0 is sync.
+    #: than ``max_staleness`` policy versions (iterations) old is never trained. async with max_staleness 0 is sync.
     mode: Literal["sync", "async"] = "sync"
-    max_staleness: int = Field(1, ge=0, description="async: most optimizer steps a trained group may lag")
+    max_staleness: int = Field(1, ge=0, description="async: most policy versions (iterations) a trained group may lag")
 
 
 class TasksSection(_Strict):

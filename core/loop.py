@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 import structlog
 
-from core import advantages, checkpoint, progress
+from core import advantages, checkpoint, progress, updates
 from core.config import ResolvedConfig
 from core.episode import EpisodeDeps, EpisodeSettings
 from core.metrics import MetricsLog, PhaseTimer, rollout_metrics, write_rollouts
@@ -267,27 +267,29 @@ class TrainingRun:
         so episodes in flight go on meanwhile (the asynchronous pipeline)."""
         it, a = self.completed, self.cfg.algorithm
         c.sampler.observe(it, outcomes)
-        advantages.assign_advantages(kept, incomplete_penalty=a.incomplete_penalty, eps=a.advantage_eps,
-                                     normalize_std=a.normalize_advantage_std,
-                                     negative_scale=a.negative_advantage_scale)
+        advantages.assign_with(kept, a)
         segments = [s for g in kept for t in g.trajectories for s in t.segments]
         metrics: dict[str, Any] = {"iteration": it, **rollout_metrics(kept), **counters,
                                    "groups/kept": float(len(kept))}
+        if not a.credit_unparsable_turns:
+            metrics["tokens/withheld"] = float(sum(t.metadata.get("withheld_tokens", 0)
+                                                   for g in kept for t in g.trajectories))
         metrics.update({f"sampler/{k}": float(v) for k, v in c.sampler.stats().items()
                         if isinstance(v, (int, float)) and not isinstance(v, bool)})
         if segments:
             self.step_applied = True  # the trainer is ahead of `completed` until the iteration is recorded
             with timer.phase("train"):
-                if in_threads:
-                    step = await in_thread(c.trainer.train_step, segments)
-                else:
-                    step = c.trainer.train_step(segments)
-                metrics.update({f"train/{k}": v for k, v in step.items()})
+                steps = []
+                for batch in updates.mini_batches(kept, count=a.ppo_mini_batches, epochs=a.ppo_epochs,
+                                                  seed=self.cfg.run.seed, iteration=it):
+                    steps.append(await in_thread(c.trainer.train_step, batch) if in_threads
+                                 else c.trainer.train_step(batch))
+                metrics.update({f"train/{k}": v for k, v in updates.merge_step_metrics(steps).items()})
             with timer.phase("weight_sync"):
                 if in_threads:  # the engine's session pauses generation only while its buckets load
                     await in_thread(sync_weights, c.trainer, c.engine, it + 1)
                 else:
-                    sync_weights(c.trainer, c.engine, it + 1)  # the version: optimizer steps the weights reflect
+                    sync_weights(c.trainer, c.engine, it + 1)  # the version: iterations the weights reflect
         else:
             log.warning("no trainable segments this iteration", iteration=it)
         write_rollouts(self.run_dir, it, kept, screenshots=self.cfg.run.save_screenshots)

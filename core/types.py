@@ -336,6 +336,9 @@ class Segment:
     advantage: float = 0.0
     #: the oldest policy version that sampled a token of its trajectory (None: the engine reports none)
     weight_version: int | None = None
+    #: where each trained response sits: ``(turn, start, end)``, ``input_ids[start:end]`` being the tokens
+    #: sampled at that turn of the trajectory (empty: the segmenter does not record them)
+    responses: list[tuple[int, int, int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         n = len(self.input_ids)
@@ -344,6 +347,10 @@ class Segment:
                 f"segment {self.trajectory_id}#{self.index}: input_ids ({n}), loss_mask "
                 f"({len(self.loss_mask)}) and rollout_logprobs ({len(self.rollout_logprobs)}) differ in length"
             )
+        for turn, start, end in self.responses:
+            if not 0 <= start <= end <= n:
+                raise ValueError(f"segment {self.trajectory_id}#{self.index}: response of turn {turn} at "
+                                 f"[{start}, {end}) lies outside its {n} tokens")
 
     @property
     def num_tokens(self) -> int:

@@ -2,9 +2,10 @@
 
 The loop (and anyone else who moves trainer weights into an engine) calls :func:`sync_weights`; an engine
 implements the three session methods of :class:`core.interfaces.RolloutEngine`. A version is an integer that
-only increases: the number of optimizer steps the weights reflect. Every generation reports the version it was
-sampled with (:attr:`core.interfaces.Generation.weight_version`), so each turn of a trajectory says which policy
-produced it -- what an asynchronous pipeline needs to bound and measure staleness.
+only increases: the number of training iterations (the RL loop) or optimizer steps (a warm start) the weights
+reflect. Every generation reports the version it was sampled with (:attr:`core.interfaces.Generation.weight_version`),
+so each turn of a trajectory says which policy produced it -- what an asynchronous pipeline needs to bound and
+measure staleness.
 
 :func:`iter_buckets` is the one rule that splits (name, tensor) pairs into buckets, used by every trainer's
 ``export_weights`` and by transports that need smaller pieces.
@@ -52,7 +53,7 @@ def check_next_version(engine: str, current: int | None, version: int) -> None:
         raise WeightSyncError(f"{engine}: a weight version is a non-negative integer, got {version!r}")
     if current is not None and version <= current:
         raise WeightSyncError(f"{engine}: weight version {version} does not follow the current version {current}; "
-                              "versions only increase (the number of optimizer steps the weights reflect)")
+                              "versions only increase (the training iterations the weights reflect)")
 
 
 class WeightSession:

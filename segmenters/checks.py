@@ -48,7 +48,8 @@ def trained_runs(segment: Segment) -> list[TrainedRun]:
 
 
 def check_trained_once(segments: Sequence[Segment], responses: Sequence[SampledResponse]) -> list[str]:
-    """Every response is trained in exactly one segment, whole, in order, with the logprobs it was sampled with."""
+    """Every response is trained in exactly one segment, whole, in order, with the logprobs it was sampled with,
+    and recorded there (``Segment.responses``) under its turn."""
     problems: list[str] = []
     runs = [(seg.index, run) for seg in segments for run in trained_runs(seg)]
     expected = [r for r in responses if r.ids]
@@ -59,6 +60,15 @@ def check_trained_once(segments: Sequence[Segment], responses: Sequence[SampledR
             problems.append(f"response {turn}: trained ids in segment {index} differ from the sampled ids")
         elif run.logprobs != [float(x) for x in response.logprobs]:
             problems.append(f"response {turn}: logprobs in segment {index} differ from the sampled logprobs")
+    # each segment records where its responses sit (Segment.responses), by turn
+    spans = [(turn, seg.index, start, end) for seg in segments for turn, start, end in seg.responses if end > start]
+    turns = [turn for turn, r in enumerate(responses) if r.ids]
+    if [span[0] for span in spans] != turns:
+        problems.append(f"segments record responses of turns {[span[0] for span in spans]}, sampled: {turns}")
+    for (turn, index, start, end), (run_index, run) in zip(spans, runs):
+        if (index, start, end) != (run_index, run.start, run.start + len(run.ids)):
+            problems.append(f"response {turn}: recorded at segment {index} [{start}, {end}), trained at segment "
+                            f"{run_index} [{run.start}, {run.start + len(run.ids)})")
     return problems
 
 

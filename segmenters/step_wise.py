@@ -72,6 +72,7 @@ class StepWiseEpisode(EpisodeState, EpisodeContext):
                     loss_mask=[0] * n + [1] * len(ids),
                     rollout_logprobs=[0.0] * n + [float(x) for x in logprobs],
                     images=list(context.images),
+                    responses=[(self.turn, n, n + len(ids))],
                 )
             )
         self.history.append(assistant_message(response_text(self.renderer, ids, text)))

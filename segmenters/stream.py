@@ -80,6 +80,7 @@ class TokenStream:
             loss_mask=self.loss_mask[:end],
             rollout_logprobs=self.logprobs[:end],
             images=self.images[: images_within(renderer, self.images, ids.count(renderer.image_pad_id))],
+            responses=[(span.turn, span.start, span.end) for span in self.responses],
         )
 
 

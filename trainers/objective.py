@@ -58,13 +58,7 @@ def assign_advantages(groups: Iterable[RolloutGroup], algorithm: AlgorithmSectio
     GRPO advantage is computed over the n rollouts of each task and shared by
     every segment of a rollout. Returns trajectory id -> advantage.
     """
-    return core_advantages.assign_advantages(
-        groups,
-        incomplete_penalty=algorithm.incomplete_penalty,
-        eps=algorithm.advantage_eps,
-        normalize_std=algorithm.normalize_advantage_std,
-        negative_scale=algorithm.negative_advantage_scale,
-    )
+    return core_advantages.assign_with(groups, algorithm)
 
 
 def assign_segment_advantages(

@@ -164,6 +164,23 @@ def test_async_with_max_staleness_0_is_the_sync_run(tmp_path):
     assert comparable(runs["sync"]) == comparable(runs["async0"])
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_ppo_mini_batches_and_epochs_take_that_many_optimizer_steps_per_iteration(tmp_path, mode):
+    runs = tmp_path / "runs"
+    done = run_cli("core.run", "--config", str(CONFIG), *small(runs, **{
+        "rollout_loop.mode": mode, "algorithm.ppo_mini_batches": 2, "algorithm.ppo_epochs": 3}))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = only_run_dir(runs)
+    rows = MetricsLog(run_dir).read()
+    assert [r["train/optimizer_steps"] for r in rows] == [6.0] * 4  # 2 groups a batch: one per mini-batch
+    assert all(r["train/batch/segments"] == 3 * r["segments/count"] for r in rows)  # every segment once per epoch
+    # the version the engine samples with counts iterations, not optimizer steps
+    versions = {t["weight_version"] for r in rollout_records(run_dir) for t in r["turns"]}
+    assert versions <= {0, 1, 2, 3}
+    trainer_state = json.loads((list_complete(run_dir)[-1] / "trainer" / "trainer.json").read_text())
+    assert trainer_state["steps"] == 4 * 6
+
+
 def test_sigkill_in_async_mode_then_resume_trains_nothing_twice(tmp_path):
     """The kill lands right after checkpoint 2 was written, by construction (the hold plugin blocks there),
     while the producer has groups of the next batches in flight."""

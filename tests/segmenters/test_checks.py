@@ -99,3 +99,14 @@ def test_expected_segment_counts():
     assert expected_sliding_segments(turns=11, observations=10, keep=5, removal=5) == 2
     assert expected_sliding_segments(turns=50, observations=49, keep=5, removal=5) == 9
     assert expected_sliding_segments(turns=7, observations=7, keep=1, removal=1) == 6
+
+
+def test_a_response_recorded_under_the_wrong_turn_or_place_is_caught(good):
+    episode, run = good
+    segments = copy.deepcopy(run.segments)
+    turn, start, end = segments[1].responses[0]
+    segments[1].responses[0] = (turn + 1, start, end)
+    assert "record responses of turns" in check_trained_once(segments, episode.responses)[0]
+    segments = copy.deepcopy(run.segments)
+    segments[1].responses[0] = (turn, start + 1, end)
+    assert "recorded at segment" in check_trained_once(segments, episode.responses)[0]

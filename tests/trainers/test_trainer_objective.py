@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.config import AlgorithmSection
-from core.types import EpisodeStatus, Judgement, JudgementStatus, RolloutGroup, Segment, Trajectory
+from core.types import EpisodeStatus, Judgement, JudgementStatus, RolloutGroup, Segment, Trajectory, Turn
 from trainers.objective import (
     StepStats,
     assign_advantages,
@@ -103,6 +103,43 @@ def test_assign_advantages_rejects_mixed_groups_and_duplicates() -> None:
     b = _traj("same", "t2", 1.0)
     with pytest.raises(ValueError, match="twice"):
         assign_advantages([RolloutGroup("t1", [a]), RolloutGroup("t2", [b])], ALGO)
+
+
+def _episode(tid: str, score: float, bad_turns: set[int]) -> Trajectory:
+    """Three turns of 2 response tokens each; the turns in ``bad_turns`` did not parse. Turns 0-1 sit in
+    segment 0, turn 2 in segment 1 (a sliding window's cut)."""
+    traj = _traj(tid, "t1", score)
+    traj.turns = [Turn(i, "x", [7, 7], [-0.1, -0.1], parse_error="not JSON" if i in bad_turns else None)
+                  for i in range(3)]
+    traj.segments = [
+        Segment(tid, "t1", 0, [1, 7, 7, 2, 7, 7], [0, 1, 1, 0, 1, 1], [0.0] * 6, responses=[(0, 1, 3), (1, 4, 6)]),
+        Segment(tid, "t1", 1, [1, 2, 7, 7], [0, 0, 1, 1], [0.0] * 4, responses=[(2, 2, 4)]),
+    ]
+    return traj
+
+
+def test_unparsable_responses_are_never_reinforced_but_still_pushed_down() -> None:
+    lucky = _episode("t1/0", 1.0, bad_turns={1})  # succeeded after a malformed response
+    failed = _episode("t1/1", 0.0, bad_turns={1, 2})
+    clean = _episode("t1/2", 0.0, bad_turns=set())
+    algo = AlgorithmSection(credit_unparsable_turns=False)
+    assign_advantages([RolloutGroup("t1", [lucky, failed, clean])], algo)
+    assert lucky.segments[0].advantage > 0 > failed.segments[0].advantage
+    assert lucky.segments[0].loss_mask == [0, 1, 1, 0, 0, 0] and lucky.segments[1].loss_mask == [0, 0, 1, 1]
+    assert lucky.metadata["withheld_tokens"] == 2
+    assert failed.segments[0].loss_mask == [0, 1, 1, 0, 1, 1] and failed.metadata["withheld_tokens"] == 0
+    # plain GRPO (the default) credits every response of the rollout
+    plain = _episode("t1/0", 1.0, bad_turns={1})
+    assign_advantages([RolloutGroup("t1", [plain, _episode("t1/1", 0.0, set())])], ALGO)
+    assert plain.segments[0].loss_mask == [0, 1, 1, 0, 1, 1] and "withheld_tokens" not in plain.metadata
+
+
+def test_withholding_credit_needs_segments_that_record_their_responses() -> None:
+    lucky = _episode("t1/0", 1.0, bad_turns={0})
+    lucky.segments = [Segment("t1/0", "t1", 0, [1, 7, 7], [0, 1, 1], [0.0] * 3)]  # no spans recorded
+    with pytest.raises(ValueError, match="Segment.responses"):
+        assign_advantages([RolloutGroup("t1", [lucky, _episode("t1/1", 0.0, set())])],
+                          AlgorithmSection(credit_unparsable_turns=False))
 
 
 def test_assign_segment_advantages_reports_orphans() -> None:

@@ -65,7 +65,7 @@ def restore_home(template: Path, home: Path) -> None:
         if not home.exists():
             break
         try:
-            shutil.rmtree(home, onerror=_force_remove)
+            remove_tree(home)
         except OSError:
             if attempt == 3:
                 raise
@@ -73,14 +73,24 @@ def restore_home(template: Path, home: Path) -> None:
     shutil.copytree(template, home, symlinks=True)
 
 
-def _force_remove(func, path, _exc_info) -> None:  # type: ignore[no-untyped-def]
-    # an app made a file read-only (or a dir unwritable): make it writable and retry once
-    try:
-        os.chmod(path, 0o700)
-        os.chmod(os.path.dirname(path), 0o700)
-        func(path)
-    except FileNotFoundError:
-        pass
+def remove_tree(top: Path) -> None:
+    """``shutil.rmtree(top)``, making read-only files and unwritable directories inside ``top`` writable where
+    a removal fails. Nothing outside ``top`` is touched: were the failing entry ``top`` itself (a dying app
+    wrote into it again), loosening its parent's mode would lock the desktop user out of it (a desktop's
+    root directory belongs to the trainer; at 0700 the user can no longer reach the home inside it)."""
+    top_str = os.path.abspath(top)
+
+    def writable_and_retry(func, path, _exc_info) -> None:  # type: ignore[no-untyped-def]
+        path = os.path.abspath(path)
+        try:
+            for entry in (path, os.path.dirname(path)):
+                if entry == top_str or entry.startswith(top_str + os.sep):
+                    os.chmod(entry, 0o700)
+            func(path)
+        except FileNotFoundError:
+            pass
+
+    shutil.rmtree(top, onerror=writable_and_retry)
 
 
 def remove_stale_work_dirs(prefix: str, *, only: Iterable[Path] | None = None) -> list[Path]:

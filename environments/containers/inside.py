@@ -54,7 +54,7 @@ def restore_home(template: Path, home: Path) -> None:
     """Make ``home``'s contents an exact copy of ``template`` (the home directory itself stays)."""
     for entry in list(home.iterdir()) if home.exists() else []:
         if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, onerror=home_template._force_remove)
+            home_template.remove_tree(entry)
         else:
             entry.unlink(missing_ok=True)
     shutil.copytree(template, home, symlinks=True, dirs_exist_ok=True)

@@ -72,6 +72,10 @@ class LocalDesktopOptions(BaseModel):
         "tool_call", description="how the agent writes actions (tool_call: ours; the others: OSWorld's)"
     )
     scienceboard_actions: bool = Field(False, description="offer ScienceBoard's answer and write_file actions")
+    system_prompt: str | None = Field(
+        None, min_length=1, description="the agent's system prompt, replacing the default (the task's "
+        "environment and the full action space in action_format); it should still say how to write actions"
+    )
     desktop_user: str | None = Field(
         "scalecua-desktop", description="when the trainer runs as root: the unprivileged user the apps, commands and "
         "the agent's shell run as (created if missing; homes then live outside the run directory, which becomes "
@@ -365,6 +369,8 @@ class LocalDesktopBackend(EnvironmentBackend):
 
     def system_prompt(self, task: Task) -> str:
         o = self.options
+        if o.system_prompt is not None:
+            return o.system_prompt
         if o.action_format == "tool_call":
             space = actions.format_action_space(scienceboard=o.scienceboard_actions, screen_size=(o.width, o.height))
         elif o.action_format == "pyautogui":

@@ -102,6 +102,8 @@ class ContainerPoolOptions(BaseModel):
         "tool_call", description="how the agent writes actions (tool_call: ours; the others: OSWorld's)"
     )
     scienceboard_actions: bool = Field(False, description="offer ScienceBoard's answer and write_file actions")
+    system_prompt: str | None = Field(None, min_length=1, description="the agent's system prompt, replacing the "
+                                      "default (the full action space); it should still say how to write actions")
 
     @field_validator("hosts", mode="before")
     @classmethod

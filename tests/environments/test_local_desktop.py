@@ -48,6 +48,14 @@ def test_registered_under_its_name_with_strict_options(plugins, tmp_path: Path) 
         component.parse_options({"max_envs": 2})
 
 
+def test_a_configured_system_prompt_replaces_the_action_space_description(tmp_path: Path) -> None:
+    default = backend(tmp_path).system_prompt(make_task())
+    assert "computer_use" in default and "left_click_drag" in default
+    assert backend(tmp_path, system_prompt="Use computer_use.").system_prompt(make_task()) == "Use computer_use."
+    with pytest.raises(ValidationError, match="system_prompt"):
+        LocalDesktopOptions(system_prompt="")
+
+
 def test_missing_programs_are_named(tmp_path: Path) -> None:
     with pytest.raises(ScaleCUAError, match="missing programs: no-such-app-7"):
         backend(tmp_path, allowed_apps=["xterm", "no-such-app-7"])

@@ -64,9 +64,9 @@ class TorchTrainerOptions(BaseModel):
     gradient_checkpointing: bool = Field(False, description="recompute decoder activations in backward (long contexts)")
     warmup_steps: int = Field(0, ge=0, description="linear learning-rate warm-up over this many optimizer steps")
     init_optimizer: bool = Field(
-        False, description="with run.init_from, also restore the AdamW moments saved with those weights (a fresh "
-        "AdamW's first steps move every parameter by about lr whatever its gradient; the moments of the warm start "
-        "keep an RL step proportional to its gradient)"
+        False, description="with run.init_from, also restore the AdamW second moments and step count saved with "
+        "those weights (a fresh AdamW's first steps move every parameter by about lr whatever its gradient; the warm "
+        "start's second moments keep an RL step proportional to its gradient); first moments start at zero"
     )
     vision_cache_mib: float = Field(
         4096, ge=0, description="device memory for the step's vision features: each distinct screenshot is encoded "

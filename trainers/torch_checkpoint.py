@@ -86,7 +86,8 @@ def load_weights(trainer: TorchTrainer, path: Path) -> None:
 
 
 def _load_optimizer_moments(trainer: TorchTrainer, path: Path) -> None:
-    """The AdamW state of ``path`` (``trainer.options.init_optimizer``), under this run's hyperparameters."""
+    """The AdamW second moments and step count of ``path`` (``trainer.options.init_optimizer``), under this run's
+    hyperparameters; the first moments start at zero."""
     state_file = path / "optimizer.pt"
     if not state_file.is_file():
         raise CheckpointError(f"trainer.options.init_optimizer: {path} holds no optimizer.pt; point run.init_from "
@@ -98,5 +99,11 @@ def _load_optimizer_moments(trainer: TorchTrainer, path: Path) -> None:
         raise CheckpointError(f"trainer.options.init_optimizer: {state_file} does not fit this model's "
                               f"trainable parameters ({exc}); set init_optimizer: false") from None
     for group, settings in zip(trainer.optimizer.param_groups, configured):
-        group.update(settings)  # the moments carry over, lr / betas / eps / weight decay are this run's
+        group.update(settings)  # lr / betas / eps / weight decay are this run's
+    for state in trainer.optimizer.state.values():
+        # The second moments (each weight's gradient scale) and the step count carry over; the first moment is
+        # the warm start's last direction under its own objective, which the new objective must not continue
+        # (measured: carrying it lowered the demonstrations' likelihood where the same RL step without it raised it)
+        if "exp_avg" in state:
+            state["exp_avg"].zero_()
 

@@ -98,7 +98,7 @@ def test_an_rl_trainer_starts_from_exactly_the_warm_start_weights(policy_model, 
     assert all(torch.equal(t, expected[n]) for n, t in exported.items())
 
 
-def test_init_optimizer_carries_the_warm_start_moments_under_this_runs_settings(
+def test_init_optimizer_carries_the_warm_start_second_moments_under_this_runs_settings(
         policy_model, make_segment, tmp_path: Path) -> None:
     from core.errors import CheckpointError
 
@@ -112,6 +112,7 @@ def test_init_optimizer_carries_the_warm_start_moments_under_this_runs_settings(
     assert len(rl.optimizer.state) == len(rl.trainable_names)
     for (_, warm_state), (_, rl_state) in zip(warm.optimizer.state.items(), rl.optimizer.state.items()):
         assert torch.equal(warm_state["exp_avg_sq"], rl_state["exp_avg_sq"])
+        assert warm_state["exp_avg"].abs().sum() > 0 and not rl_state["exp_avg"].any()  # no borrowed direction
         assert float(rl_state["step"]) == 3.0  # bias correction continues: no sign-like first steps
     group = rl.optimizer.param_groups[0]
     assert group["eps"] == 1e-8 and group["lr"] == 1e-4  # this run's hyperparameters, not the warm start's

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from environments.tasks.authoring.common import (
-    command, download, execute, fail, gold, key, open_, rule, task, type_, vm_file, wait,
+    command, download, execute, fail, gold, key, open_, rule, task, type_, vm_file,
 )
 
 DOMAIN = "os"
@@ -19,10 +19,11 @@ def _terminal(*prepare: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _run(*commands: str) -> list[dict[str, Any]]:
-    """Type each shell command into the terminal and press Enter."""
-    out: list[dict[str, Any]] = [wait(0.5)]
+    """Type each shell command into the terminal and press Enter. No waits: the reset returns once the
+    terminal's window is up, and every action is followed by the environment's settle pause."""
+    out: list[dict[str, Any]] = []
     for cmd in commands:
-        out += [type_(cmd), key("Return"), wait(0.6)]
+        out += [type_(cmd), key("Return")]
     return out
 
 
@@ -172,6 +173,6 @@ def tasks(assets: Path) -> list[dict[str, Any]]:
         "Run the Windows installer setup.exe from the D: drive to install Microsoft Office on this computer.",
         APPS, _terminal(),
         {"func": "infeasible"},
-        [wait(0.5), fail()],
+        [fail()],
     ))
     return out

@@ -11,6 +11,11 @@ from core.interfaces import Message
 from core.types import Screenshot, Segment
 
 TINY = {"family": "qwen3_vl"}
+#: AdamW's epsilon where a sharded step is compared with a single process's: at the default 1e-8 a fresh AdamW's
+#: first step is lr * sign(gradient), so a weight whose gradient is ~1e-9 moves by +-lr depending on the order
+#: the ranks summed it in (seen: 1 of 16384 weights off by 1e-5 at lr 1e-3); at 1e-4 each step stays
+#: proportional to its gradient, so a wrong gradient still shows
+ADAM_EPS = 1e-4
 
 _ITEMS = [  # (trajectory id, instruction, response, screenshot colour, advantage)
     ("t1/0", "Open the file menu", "left_click(x=12, y=40)", (200, 30, 30), 1.2),

@@ -30,7 +30,7 @@ def driven(out: Path) -> None:
 
     plugins = load_plugins(environ={})
     component = plugins.registry("trainer").get("torch-fsdp")
-    options = FSDPTrainerOptions(device="cpu", lr=1e-3, micro_batch_tokens=700)
+    options = FSDPTrainerOptions(device="cpu", lr=1e-3, micro_batch_tokens=700, adam_eps=batch.ADAM_EPS)
     model = batch.policy_model()
     context = {"model": model, "algorithm": AlgorithmSection(kl_coef=0.01)}
     if int(os.environ["RANK"]) != 0:  # torchrun's rank: the trainer initializes the process group

@@ -18,7 +18,8 @@ from tests.scale import batch
 from trainers.torch_backend import TorchTrainer, TorchTrainerOptions
 
 WORKER = Path(__file__).with_name("fsdp_worker.py")
-OPTIONS = {"micro_batch_tokens": 700}  # 5 segments -> 2 micro-batches: rank 1 also gets an idle round
+#: 5 segments -> 2 micro-batches: rank 1 also gets an idle round
+OPTIONS = {"micro_batch_tokens": 700, "adam_eps": batch.ADAM_EPS}
 COMPARED = ("loss/tokens", "loss/pg", "loss/kl", "actor/approx_kl", "actor/ratio_mean", "actor/ratio_max",
             "actor/ratio_min", "actor/clipfrac_high", "actor/clipfrac_low", "actor/grad_norm")
 

@@ -100,7 +100,8 @@ def test_two_fsdp_trainer_workers_on_ray_equal_one_torch_process() -> None:
     from trainers.torch_backend import TorchTrainer, TorchTrainerOptions
 
     raw = {"model": {"name": "qwen-vl", "options": {"tiny": batch.TINY}},
-           "trainer": {"name": "torch-fsdp", "options": {"device": "cpu", "lr": 1e-3, "micro_batch_tokens": 700}},
+           "trainer": {"name": "torch-fsdp", "options": {"device": "cpu", "lr": 1e-3, "micro_batch_tokens": 700,
+                                                          "adam_eps": batch.ADAM_EPS}},
            "algorithm": {"kl_coef": 0.01}}
     ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
     try:
@@ -116,8 +117,8 @@ def test_two_fsdp_trainer_workers_on_ray_equal_one_torch_process() -> None:
         trainer.close()
     finally:
         ray.shutdown()
-    local = TorchTrainer(TorchTrainerOptions(device="cpu", lr=1e-3, micro_batch_tokens=700), model=model,
-                         algorithm=AlgorithmSection(kl_coef=0.01))
+    options = TorchTrainerOptions(device="cpu", lr=1e-3, micro_batch_tokens=700, adam_eps=batch.ADAM_EPS)
+    local = TorchTrainer(options, model=model, algorithm=AlgorithmSection(kl_coef=0.01))
     metrics = local.train_step(segments)
     assert remote_metrics["dist/world_size"] == 2.0
     assert remote_metrics["loss/pg"] == pytest.approx(metrics["loss/pg"], rel=1e-4)

@@ -29,9 +29,15 @@ sys.path.insert(0, str(_HERE.parent))
 
 from core import logs  # noqa: E402
 from core.types import Action, ActionType, Task  # noqa: E402
+from core.interfaces import JudgeServices  # noqa: E402
+from core.registry import Registry  # noqa: E402
 from environments.simulated import SimulatedBackend, SimulatedOptions  # noqa: E402
 
 TARGET_P99_MS = 10.0
+
+
+#: the simulated judge reads no getter or metric
+NO_REGISTRIES = JudgeServices(Registry("getter"), Registry("metric"))
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -58,7 +64,7 @@ async def _pool(sessions: int, steps: int, latency: tuple[float, float]) -> dict
                 t0 = time.perf_counter()
                 await env.step(done if i == steps - 1 else wait)
                 step_overhead.append(time.perf_counter() - t0 - env.last_latency_s)
-            judgement = await backend.evaluate(env, task, executor=None, getters=None, metrics=None, last_action=done)
+            judgement = await backend.evaluate(env, task, judge=NO_REGISTRIES, last_action=done)
             return judgement.score
         finally:
             await backend.release(env)

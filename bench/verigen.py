@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core import logs  # noqa: E402
 from core.pluginmanager import load_plugins  # noqa: E402
+from core.interfaces import JudgeServices  # noqa: E402
 from plugins.synthesis.pipeline import PipelineOptions, VeriGenPipeline  # noqa: E402
 from tests.synthesis.helpers import (  # noqa: E402
     CRASHING_JUDGE,
@@ -120,7 +121,8 @@ async def run_variant(plugins: Any, kinds: list[str], *, workers: int, desktops:
         executor = plugins.registry("judge_executor").create("sandbox", {})
         pipeline = VeriGenPipeline(
             PipelineOptions(candidates=len(kinds), workers=workers, environments=desktops, max_fix_rounds=1),
-            roles=made, backend=backend, executor=executor, run_dir=work_dir, run_id=work_dir.name, **ctx)
+            roles=made, backend=backend, judge=JudgeServices(executor=executor, **ctx), run_dir=work_dir,
+            run_id=work_dir.name)
         try:
             summary = await pipeline.run()
         finally:

@@ -26,7 +26,7 @@ import structlog
 from core import logs
 from core.cli import main_guard
 from core.errors import EnvironmentFailure, ScaleCUAError
-from core.interfaces import EnvironmentBackend
+from core.interfaces import EnvironmentBackend, JudgeServices
 from core.pluginmanager import Plugins, load_plugins
 from core.tasks import load_tasks
 from core.types import Action, Task
@@ -63,7 +63,7 @@ def oracle_of(task: Task) -> list[Action]:
 
 async def _check_once(backend: EnvironmentBackend, plugins: Plugins, task: Task, result: TaskCheck) -> None:
     """One attempt; raises only for environment failures (the caller retries those on a fresh desktop)."""
-    getters, metrics = plugins.registry("getter"), plugins.registry("metric")
+    judge = JudgeServices.of(plugins)  # bundled tasks judge with registered getters and metrics only
     actions = oracle_of(task)
     started = time.monotonic()
     env = await backend.acquire()
@@ -74,13 +74,12 @@ async def _check_once(backend: EnvironmentBackend, plugins: Plugins, task: Task,
         t0 = time.monotonic()
         await env.reset(task)
         t1 = time.monotonic()
-        before = await backend.evaluate(env, task, executor=None, getters=getters, metrics=metrics, last_action=None)
+        before = await backend.evaluate(env, task, judge=judge, last_action=None)
         t2 = time.monotonic()
         for action in actions:
             await env.step(action)
         t3 = time.monotonic()
-        after = await backend.evaluate(env, task, executor=None, getters=getters, metrics=metrics,
-                                       last_action=actions[-1])
+        after = await backend.evaluate(env, task, judge=judge, last_action=actions[-1])
         t4 = time.monotonic()
         discard = False
     finally:

@@ -24,7 +24,7 @@ from core.interfaces import (
     Environment,
     EnvironmentBackend,
     GenerationRequest,
-    JudgeExecutor,
+    JudgeServices,
     RolloutEngine,
     Segmenter,
 )
@@ -63,9 +63,7 @@ class EpisodeDeps:
     engine: RolloutEngine
     renderer: ChatRenderer
     segmenter: Segmenter
-    executor: JudgeExecutor | None
-    getters: Any
-    metrics: Any
+    judge: JudgeServices
     settings: EpisodeSettings
 
 
@@ -211,9 +209,7 @@ async def _judge(deps: EpisodeDeps, env: Environment, task: Task, last_action: A
                  s: EpisodeSettings) -> Judgement:
     try:
         return await asyncio.wait_for(
-            deps.backend.evaluate(
-                env, task, executor=deps.executor, getters=deps.getters, metrics=deps.metrics, last_action=last_action
-            ),
+            deps.backend.evaluate(env, task, judge=deps.judge, last_action=last_action),
             s.env_call_timeout_s,
         )
     except asyncio.TimeoutError:

@@ -49,7 +49,7 @@ KINDS: tuple[Kind, ...] = (
          "core.interfaces:SynthesizerRole", ("run_dir", "seed", "base_dir", "getters", "metrics")),
     Kind("synthesis_pipeline", "scalecua_register_synthesis_pipelines", "task-synthesis loop",
          ("synthesis.pipeline",), "core.interfaces:SynthesisPipeline",
-         ("roles", "role_names", "backend", "executor", "getters", "metrics", "run_dir", "run_id", "seed")),
+         ("roles", "role_names", "backend", "judge", "run_dir", "run_id", "seed")),
     Kind("judge_executor", "scalecua_register_judge_executors", "judge executor", ("judge",),
          "core.interfaces:JudgeExecutor"),
     Kind("sampler", "scalecua_register_samplers", "sampler", ("sampler",), "core.interfaces:Sampler"),

@@ -26,6 +26,7 @@ import structlog
 from core import advantages, checkpoint, progress, updates
 from core.config import ResolvedConfig
 from core.episode import EpisodeDeps, EpisodeSettings
+from core.interfaces import JudgeServices
 from core.metrics import MetricsLog, PhaseTimer, rollout_metrics, write_rollouts
 from core.pluginmanager import Plugins
 from core.rollouts import collect_groups
@@ -94,8 +95,8 @@ def build_components(
     engine = resolved.create("rollout", plugins, model=model, seed=seed)
     executor = resolved.create("judge", plugins)
     deps = EpisodeDeps(
-        backend=backend, engine=engine, renderer=model.renderer(), segmenter=segmenter, executor=executor,
-        getters=plugins.registry("getter"), metrics=plugins.registry("metric"), settings=settings_from(resolved),
+        backend=backend, engine=engine, renderer=model.renderer(), segmenter=segmenter,
+        judge=JudgeServices.of(plugins, executor), settings=settings_from(resolved),
     )
     return Components(model, backend, sampler, segmenter, trainer, engine, executor, {t.id: t for t in tasks}, deps)
 

@@ -42,6 +42,7 @@ from core.demonstrations import (
     load_demonstrations,
 )
 from core.errors import ConfigError
+from core.interfaces import JudgeServices
 from core.metrics import MetricsLog, write_trajectories
 from core.pluginmanager import Plugins
 from core.stage_config import WarmStartSection
@@ -131,9 +132,8 @@ class WarmStart:
             raise ConfigError(["warm_start.demonstrations.oracle: no task of the pool has a metadata.oracle"])
         executor = self.resolved.create("judge", self.plugins) if "judge" in self.resolved.components else None
         deps = EpisodeDeps(backend=backend, engine=None, renderer=model.renderer(),  # type: ignore[arg-type]
-                           segmenter=self.resolved.create("segmenter", self.plugins), executor=executor,
-                           getters=self.plugins.registry("getter"), metrics=self.plugins.registry("metric"),
-                           settings=settings_from(self.resolved))
+                           segmenter=self.resolved.create("segmenter", self.plugins),
+                           judge=JudgeServices.of(self.plugins, executor), settings=settings_from(self.resolved))
         loop_cfg = self.cfg.rollout_loop
         started = time.perf_counter()
         try:

@@ -28,6 +28,7 @@ from core.cli import config_parser, main_guard
 from core.config import ResolvedConfig, load_config
 from core.kinds import SYNTHESIS_ROLES
 from core.errors import ConfigError
+from core.interfaces import JudgeServices
 from core.pluginmanager import Plugins
 
 ROLES = SYNTHESIS_ROLES
@@ -91,8 +92,8 @@ async def synthesize(resolved: ResolvedConfig, plugins: Plugins, run_dir: Path, 
             executor = resolved.create("judge", plugins)
         names = {role: resolved.components[f"synthesis.{role}"].name if role in roles else None for role in ROLES}
         pipeline = resolved.create(
-            "synthesis.pipeline", plugins, roles=roles, backend=backend, executor=executor,
-            getters=getters, metrics=metrics, run_dir=run_dir,
+            "synthesis.pipeline", plugins, roles=roles, backend=backend,
+            judge=JudgeServices(getters, metrics, executor), run_dir=run_dir,
             run_id=run_dir.name, role_names=names, seed=seed,
         )
         return await pipeline.run(progress=progress)

@@ -30,7 +30,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import EnvironmentFailure, ScaleCUAError
-from core.interfaces import Environment, EnvironmentBackend, JudgeExecutor
+from core.interfaces import Environment, EnvironmentBackend, JudgeServices
 from core.types import Action, ActionType, Judgement, Observation, Screenshot, Task
 from environments import actions, desktop_user, display, home_template
 from environments.client import EnvironmentClient, ProbeError, act_and_observe
@@ -395,15 +395,13 @@ class LocalDesktopBackend(EnvironmentBackend):
         env: Environment,
         task: Task,
         *,
-        executor: JudgeExecutor | None,
-        getters: Any,
-        metrics: Any,
+        judge: JudgeServices,
         last_action: Action | None,
     ) -> Judgement:
         from environments.judges.evaluate import evaluate
         from environments.setup import run_setup_steps
 
-        return await evaluate(task, env, executor=executor, getters=getters, metrics=metrics, last_action=last_action,
+        return await evaluate(task, env, judge=judge, last_action=last_action,
                               postconfig=run_setup_steps)
 
 

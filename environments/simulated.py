@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.errors import EnvironmentFailure
-from core.interfaces import Environment, EnvironmentBackend, JudgeExecutor
+from core.interfaces import Environment, EnvironmentBackend, JudgeServices
 from core.types import Action, ActionType, Judgement, Observation, Screenshot, Task
 from environments import actions
 
@@ -195,8 +195,8 @@ class SimulatedBackend(EnvironmentBackend):
     def format_response(self, demonstrated: Sequence[Action]) -> str:
         return actions.format_response(demonstrated, "tool_call")
 
-    async def evaluate(self, env: Environment, task: Task, *, executor: JudgeExecutor | None, getters: Any,
-                       metrics: Any, last_action: Action | None) -> Judgement:
+    async def evaluate(self, env: Environment, task: Task, *, judge: JudgeServices,
+                       last_action: Action | None) -> Judgement:
         assert isinstance(env, SimulatedEnvironment)
         done = last_action is not None and last_action.type == ActionType.DONE
         if not done:

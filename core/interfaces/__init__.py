@@ -11,7 +11,7 @@ roles) are asyncio-native so one process can drive hundreds of desktops;
 compute-bound kinds (samplers, segmenters, trainers) are synchronous.
 """
 
-from core.interfaces.environment import Environment, EnvironmentBackend, JudgeCall, JudgeExecutor
+from core.interfaces.environment import Environment, EnvironmentBackend, JudgeCall, JudgeExecutor, JudgeServices
 from core.interfaces.model import ChatRenderer, Message, PolicyModel, RenderedPrompt
 from core.interfaces.rollout import Generation, GenerationRequest, RolloutEngine
 from core.interfaces.synthesis import SynthesisPipeline, SynthesizerRole
@@ -20,6 +20,7 @@ from core.interfaces.training import OBJECTIVES, EpisodeContext, Sampler, Segmen
 
 __all__ = [
     "OBJECTIVES", "ChatRenderer", "Environment", "EnvironmentBackend", "EpisodeContext", "Generation",
-    "GenerationRequest", "JudgeCall", "JudgeExecutor", "Message", "PolicyModel", "RenderedPrompt", "RolloutEngine",
+    "GenerationRequest", "JudgeCall", "JudgeExecutor", "JudgeServices", "Message", "PolicyModel", "RenderedPrompt",
+    "RolloutEngine",
     "Sampler", "Segmenter", "SynthesisPipeline", "SynthesizerRole", "Tracker", "TrainerBackend",
 ]

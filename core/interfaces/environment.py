@@ -5,9 +5,12 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from core.types import Action, Judgement, Observation, Task
+
+if TYPE_CHECKING:
+    from core.registry import Registry
 
 
 # ---------------------------------------------------------------------------
@@ -78,21 +81,10 @@ class EnvironmentBackend(abc.ABC):
                             "format, so it cannot record demonstrations; implement format_response()")
 
     @abc.abstractmethod
-    async def evaluate(
-        self,
-        env: Environment,
-        task: Task,
-        *,
-        executor: JudgeExecutor | None,
-        getters: Any,
-        metrics: Any,
-        last_action: Action | None,
-    ) -> Judgement:
-        """Score ``env``'s final state for ``task``; never raises for a judge failure.
-
-        ``getters`` / ``metrics`` are the getter and metric registries; generated
-        code in ``task.evaluator.code`` runs through ``executor``.
-        """
+    async def evaluate(self, env: Environment, task: Task, *, judge: JudgeServices,
+                       last_action: Action | None) -> Judgement:
+        """Score ``env``'s final state for ``task`` with ``judge``'s getters, metrics and executor; never raises
+        for a judge failure (an environment failure propagates: the episode is retried, not scored)."""
 
     def convert_task(self, raw: Mapping[str, Any]) -> Task:
         """Turn a task file's JSON into a :class:`Task` (OSWorld format by default)."""
@@ -137,3 +129,22 @@ class JudgeExecutor(abc.ABC):
         return None
 
 
+@dataclass(frozen=True)
+class JudgeServices:
+    """What judging needs beside the desktop: one per run, built by the core, handed to
+    :meth:`EnvironmentBackend.evaluate` by every stage that judges (the episode, the environment check, the
+    VeriGen checker, a Ray environment worker).
+
+    ``getters`` / ``metrics`` are the run's registries (a task's evaluator names resolve against them);
+    ``executor`` runs generated judge code (``task.evaluator.code``), None where no ``judge`` slot is
+    configured (such code then scores as crashed).
+    """
+
+    getters: Registry[Any]
+    metrics: Registry[Any]
+    executor: JudgeExecutor | None = None
+
+    @classmethod
+    def of(cls, plugins: Any, executor: JudgeExecutor | None = None) -> JudgeServices:
+        """The services of ``plugins`` (a :class:`core.pluginmanager.Plugins`) with ``executor``."""
+        return cls(plugins.registry("getter"), plugins.registry("metric"), executor)

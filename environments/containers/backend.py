@@ -33,7 +33,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.errors import EnvironmentFailure, ScaleCUAError
-from core.interfaces import Environment, EnvironmentBackend, JudgeExecutor
+from core.interfaces import Environment, EnvironmentBackend, JudgeServices
 from core.types import Action, Judgement, Observation, Screenshot, Task
 from environments.client import EnvironmentClient, ProbeError
 from environments.containers.engine import (
@@ -393,12 +393,12 @@ class ContainerBackend(EnvironmentBackend):
     def format_response(self, demonstrated: Sequence[Action]) -> str:
         return LocalDesktopBackend.format_response(self, demonstrated)  # type: ignore[arg-type]
 
-    async def evaluate(self, env: Environment, task: Task, *, executor: JudgeExecutor | None, getters: Any,
-                       metrics: Any, last_action: Action | None) -> Judgement:
+    async def evaluate(self, env: Environment, task: Task, *, judge: JudgeServices,
+                       last_action: Action | None) -> Judgement:
         from environments.judges.evaluate import evaluate
         from environments.setup import run_setup_steps
 
-        return await evaluate(task, env, executor=executor, getters=getters, metrics=metrics, last_action=last_action,
+        return await evaluate(task, env, judge=judge, last_action=last_action,
                               postconfig=run_setup_steps)
 
 

@@ -32,7 +32,7 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 import structlog
 
 from core.errors import EnvironmentFailure
-from core.interfaces import Environment, JudgeExecutor
+from core.interfaces import Environment, JudgeExecutor, JudgeServices
 from core.types import Action, ActionType, Judgement, JudgementStatus, SetupStep, Task
 
 log = structlog.get_logger(__name__)
@@ -121,14 +121,13 @@ def _check_score(name: str, value: Any) -> float:
 class _Judge:
     """One evaluation: resolves names, runs getters and metrics, records details."""
 
-    def __init__(self, task: Task, env: Environment, executor: JudgeExecutor | None, getters: Any, metrics: Any,
-                 cache_dir: Path):
+    def __init__(self, task: Task, env: Environment, services: JudgeServices, cache_dir: Path):
         self.task = task
         self.env = env
         self.view = EvaluationEnv(env, task, cache_dir)
-        self.executor = executor
-        self.getters = getters
-        self.metrics = metrics
+        self.executor = services.executor
+        self.getters = services.getters
+        self.metrics = services.metrics
         self.generated = defined_functions(task.evaluator.code)
 
     def _require_executor(self, name: str) -> JudgeExecutor:
@@ -183,9 +182,7 @@ async def evaluate(
     task: Task,
     env: Environment,
     *,
-    executor: JudgeExecutor | None,
-    getters: Any,
-    metrics: Any,
+    judge: JudgeServices,
     last_action: Any,
     postconfig: PostconfigRunner | None = None,
     cache_dir: str | Path | None = None,
@@ -205,8 +202,8 @@ async def evaluate(
         with tempfile.TemporaryDirectory(prefix="scalecua-judge-") as scratch:
             directory = Path(cache_dir) if cache_dir is not None else Path(scratch)
             directory.mkdir(parents=True, exist_ok=True)
-            judge = _Judge(task, env, executor, getters, metrics, directory)
-            score = await asyncio.wait_for(_evaluate(judge, last_action, postconfig, details), timeout_s)
+            evaluation = _Judge(task, env, judge, directory)
+            score = await asyncio.wait_for(_evaluate(evaluation, last_action, postconfig, details), timeout_s)
         status, error = JudgementStatus.OK, None
     except JudgeFailure as exc:
         score, status, error = 0.0, exc.status, str(exc)

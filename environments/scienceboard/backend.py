@@ -26,7 +26,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from core.errors import ActionParseError, EnvironmentFailure, ScaleCUAError
-from core.interfaces import Environment, EnvironmentBackend, JudgeExecutor
+from core.interfaces import Environment, EnvironmentBackend, JudgeServices
 from core.types import Action, ActionType, Judgement, Observation, Task
 from environments import actions
 from environments.scienceboard import convert
@@ -259,8 +259,8 @@ class ScienceBoardBackend(EnvironmentBackend):
     def format_response(self, demonstrated: Sequence[Action]) -> str:
         return actions.format_response(demonstrated, self.options.action_format)
 
-    async def evaluate(self, env: Environment, task: Task, *, executor: JudgeExecutor | None, getters: Any,
-                       metrics: Any, last_action: Action | None) -> Judgement:
+    async def evaluate(self, env: Environment, task: Task, *, judge: JudgeServices,
+                       last_action: Action | None) -> Judgement:
         from environments.judges.evaluate import evaluate
         from environments.setup import run_setup_steps
 
@@ -269,7 +269,7 @@ class ScienceBoardBackend(EnvironmentBackend):
         env.last_action = last_action
         native = bool(task.metadata.get("scienceboard"))
         # ScienceBoard judges a FAIL by the task's items (a 'stop FAIL' item); OSWorld zeroes it
-        return await evaluate(task, env, executor=executor, getters=getters, metrics=metrics,
+        return await evaluate(task, env, judge=judge,
                               last_action=None if native else last_action, postconfig=run_setup_steps)
 
 

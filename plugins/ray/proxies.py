@@ -19,7 +19,7 @@ from core.interfaces import (
     EnvironmentBackend,
     Generation,
     GenerationRequest,
-    JudgeExecutor,
+    JudgeServices,
     RolloutEngine,
     TrainerBackend,
 )
@@ -249,8 +249,8 @@ class RayEnvironmentPool(EnvironmentBackend):
     def convert_task(self, raw: Any) -> Task:
         return self.protocol.convert_task(raw)
 
-    async def evaluate(self, env: Environment, task: Task, *, executor: JudgeExecutor | None, getters: Any,
-                       metrics: Any, last_action: Action | None) -> Judgement:
+    async def evaluate(self, env: Environment, task: Task, *, judge: JudgeServices,
+                       last_action: Action | None) -> Judgement:
         """Judged on the environment's worker, with that worker's executor and registries (next to the desktop)."""
         assert isinstance(env, RemoteEnvironment)
         return await env.worker.evaluate.remote(env.key, task, last_action)

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 import structlog
 
-from core.interfaces import GenerationRequest
+from core.interfaces import GenerationRequest, JudgeServices
 from core.types import Action, Task
 
 log = structlog.get_logger(__name__)
@@ -126,9 +126,8 @@ class EnvironmentWorker:
         if run_dir is not None:
             run_dir.mkdir(parents=True, exist_ok=True)
         self.backend = resolved.create("environment", plugins, run_dir=run_dir)
-        self.executor = resolved.create("judge", plugins) if "judge" in resolved.components else None
-        self.getters = plugins.registry("getter")
-        self.metrics = plugins.registry("metric")
+        executor = resolved.create("judge", plugins) if "judge" in resolved.components else None
+        self.judge = JudgeServices.of(plugins, executor)
         self.index = index
         self.envs: dict[str, Any] = {}
 
@@ -156,8 +155,7 @@ class EnvironmentWorker:
         return await self.envs[key].healthy()
 
     async def evaluate(self, key: str, task: Task, last_action: Action | None) -> Any:
-        return await self.backend.evaluate(self.envs[key], task, executor=self.executor, getters=self.getters,
-                                           metrics=self.metrics, last_action=last_action)
+        return await self.backend.evaluate(self.envs[key], task, judge=self.judge, last_action=last_action)
 
     # the agent protocol, for drivers that cannot build the environment kind locally
     def system_prompt(self, task: Task) -> str:
@@ -175,6 +173,6 @@ class EnvironmentWorker:
     async def close(self) -> None:
         for key in list(self.envs):
             await self.release(key, discard=True)
-        if self.executor is not None:
-            await self.executor.close()
+        if self.judge.executor is not None:
+            await self.judge.executor.close()
         await self.backend.close()

@@ -29,7 +29,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import ConfigError, EnvironmentFailure
-from core.interfaces import Environment, EnvironmentBackend, JudgeExecutor, SynthesisPipeline
+from core.interfaces import Environment, EnvironmentBackend, JudgeServices, SynthesisPipeline
 from core.types import Observation, Task
 
 from plugins.synthesis.llm import LLMError, ReplyFormatError, Usage
@@ -94,8 +94,7 @@ class VeriGenPipeline(SynthesisPipeline):
     """The loop over the configured roles (any of validator, judger, checker, fixer may be None)."""
 
     def __init__(self, options: PipelineOptions, *, roles: Mapping[str, Any], backend: EnvironmentBackend | None = None,
-                 executor: JudgeExecutor | None = None, getters: Any = None, metrics: Any = None,
-                 run_dir: Path | None = None, run_id: str | None = None,
+                 judge: JudgeServices | None = None, run_dir: Path | None = None, run_id: str | None = None,
                  role_names: Mapping[str, str | None] | None = None, **_: Any):
         self.options = options
         proposer = roles.get("proposer")
@@ -115,7 +114,10 @@ class VeriGenPipeline(SynthesisPipeline):
                                "slot (e.g. {name: local-desktop}) or set synthesis.checker: null and "
                                "synthesis.proposer.options.observe: false"])
         self.backend = backend
-        self.harness = Harness(backend, executor, getters, metrics) if backend is not None else None
+        if backend is not None and judge is None:
+            raise ConfigError(["synthesis.pipeline: desktops were given without the judge services to check tasks on "
+                               "them; pass judge=JudgeServices.of(plugins, executor) with backend"])
+        self.harness = Harness(backend, judge) if backend is not None and judge is not None else None
         self.run_dir = Path(run_dir) if run_dir is not None else Path.cwd()
         self.run_id = run_id or f"synth-{uuid.uuid4().hex[:8]}"
         self.store = TaskStore(Path(options.store).expanduser() if options.store else self.run_dir / "tasks.sqlite")

@@ -21,7 +21,7 @@ import abc
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
-from core.interfaces import Environment, EnvironmentBackend, JudgeExecutor, SynthesizerRole
+from core.interfaces import Environment, EnvironmentBackend, JudgeServices, SynthesizerRole
 from core.types import Action, Judgement, Observation, Task, Trajectory
 
 from plugins.synthesis.llm import Usage
@@ -120,9 +120,7 @@ class Harness:
     """What the checker needs of the environment kind: its agent protocol and its judge."""
 
     backend: EnvironmentBackend
-    executor: JudgeExecutor | None
-    getters: Any
-    metrics: Any
+    judge: JudgeServices
     evaluate_timeout_s: float = 600.0
 
     def system_prompt(self, task: Task) -> str:
@@ -132,8 +130,7 @@ class Harness:
         return self.backend.parse_response(text)
 
     async def evaluate(self, env: Environment, task: Task, last_action: Action | None) -> Judgement:
-        return await self.backend.evaluate(env, task, executor=self.executor, getters=self.getters,
-                                           metrics=self.metrics, last_action=last_action)
+        return await self.backend.evaluate(env, task, judge=self.judge, last_action=last_action)
 
 
 class Proposer(SynthesizerRole):

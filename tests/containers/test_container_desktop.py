@@ -21,6 +21,7 @@ from core import envcheck
 from core.errors import EnvironmentFailure
 from core.pluginmanager import Plugins, load_plugins
 from core.types import Task
+from core.interfaces import JudgeServices
 from environments.containers.container_desktop import ContainerDesktopBackend
 from environments.containers.engine import LABEL_POOL, Engine, EngineHost
 from environments.containers.podman_service import PodmanService
@@ -168,8 +169,7 @@ def test_container_killed_mid_episode_is_replaced(harness: Harness, pool: Contai
             await env.reset(task)
             for action in oracle:
                 await env.step(action)
-            judgement = await pool.evaluate(env, task, executor=None, getters=harness.plugins.registry("getter"),
-                                            metrics=harness.plugins.registry("metric"), last_action=oracle[-1])
+            judgement = await pool.evaluate(env, task, judge=JudgeServices.of(harness.plugins), last_action=oracle[-1])
             assert judgement.score == 1.0, judgement
         finally:
             await pool.release(env)
@@ -223,7 +223,7 @@ def test_episodes_per_container_cleans_the_container_in_place(harness: Harness, 
         oracle = envcheck.oracle_of(task)
         for action in oracle:
             await env.step(action)
-        judgement = await backend.evaluate(env, task, executor=None, getters=getters, metrics=metrics,
+        judgement = await backend.evaluate(env, task, judge=JudgeServices(getters, metrics),
                                            last_action=oracle[-1])
         return judgement.score
 
@@ -240,7 +240,7 @@ def test_episodes_per_container_cleans_the_container_in_place(harness: Harness, 
             assert xterms["returncode"] == 1  # the first episode's terminal was killed
             await env.reset(first)  # third episode: over the limit, a fresh container from the image
             assert env.container_id != used and env.slot.episodes == 1
-            judgement = await backend.evaluate(env, first, executor=None, getters=getters, metrics=metrics,
+            judgement = await backend.evaluate(env, first, judge=JudgeServices(getters, metrics),
                                                last_action=None)
             assert judgement.score == 0.0
             await backend.release(env)
@@ -283,9 +283,8 @@ def test_generated_getters_run_inside_the_container(harness: Harness, pool: Cont
         try:
             assert env.isolated and env.home_dir is None
             await env.reset(GENERATED_GETTER)
-            return await pool.evaluate(env, GENERATED_GETTER, executor=executor,
-                                       getters=harness.plugins.registry("getter"),
-                                       metrics=harness.plugins.registry("metric"), last_action=None)
+            return await pool.evaluate(env, GENERATED_GETTER, judge=JudgeServices.of(harness.plugins, executor),
+                                       last_action=None)
         finally:
             await pool.release(env)
 

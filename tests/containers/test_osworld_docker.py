@@ -20,6 +20,7 @@ import pytest
 from core import envcheck
 from core.errors import ScaleCUAError
 from core.pluginmanager import Plugins
+from core.interfaces import JudgeServices
 from environments.containers import pyautogui_code
 from environments.containers.osworld_docker import OSWorldDockerBackend
 from environments.containers.podman_service import PodmanService
@@ -91,8 +92,7 @@ def test_request_sequence_against_the_probe_protocol(plugins: Plugins, podman_se
                 await env.reset(task)
                 for action in oracle:
                     await env.step(action)
-                judgement = await backend.evaluate(env, task, executor=None, getters=plugins.registry("getter"),
-                                                   metrics=plugins.registry("metric"), last_action=oracle[-1])
+                judgement = await backend.evaluate(env, task, judge=JudgeServices.of(plugins), last_action=oracle[-1])
                 seen = (await http.get("/standin")).json()
             return given, seen, judgement.score, env.slot.url
         finally:

@@ -19,6 +19,7 @@ import pytest
 from core import hookimpl
 from core.pluginmanager import Plugins
 from core.types import Action, ActionType, JudgementStatus, Task
+from core.interfaces import JudgeServices
 from environments.judges.evaluate import defined_functions, evaluate, last_action_failed
 
 CALLS: list[str] = []
@@ -95,7 +96,7 @@ def make_task(**evaluator: Any) -> Task:
 def judge(task: Task, judges, *, env: Any = None, last_action: Any = None, **kwargs: Any):  # type: ignore[no-untyped-def]
     getters, metrics = judges
     env = env or types.SimpleNamespace(client=None, env_id="test", screen_size=(1280, 800))
-    return asyncio.run(evaluate(task, env, executor=kwargs.pop("executor", None), getters=getters, metrics=metrics,
+    return asyncio.run(evaluate(task, env, judge=JudgeServices(getters, metrics, kwargs.pop("executor", None)),
                                 last_action=last_action, postconfig=kwargs.pop("postconfig", _no_postconfig),
                                 **kwargs))
 

@@ -13,6 +13,7 @@ from typing import Any, Awaitable, Callable
 import pytest
 
 from core.types import Task
+from core.interfaces import JudgeServices
 from environments.client import EnvironmentClient
 from environments.judges import getters as g
 from environments.judges.evaluate import EvaluationEnv
@@ -131,8 +132,7 @@ def test_accessibility_tree_judged_end_to_end(tmp_path: Path) -> None:
         env = types.SimpleNamespace(client=client, env_id=session.env_id, screen_size=(1280, 800))
         scores = []
         for xpath in (frame, "//application[@name='gimp']"):
-            judgement = await evaluate(task(xpath), env, executor=None, getters=plugins.registry("getter"),
-                                       metrics=plugins.registry("metric"), last_action=None)
+            judgement = await evaluate(task(xpath), env, judge=JudgeServices.of(plugins), last_action=None)
             assert judgement.status.value == "ok", judgement.error
             scores.append(judgement.score)
         return scores[0], scores[1]

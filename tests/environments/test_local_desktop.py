@@ -16,6 +16,8 @@ from pydantic import ValidationError
 
 from core.errors import ActionParseError, EnvironmentFailure, ScaleCUAError
 from core.types import Action, ActionType, JudgementStatus, Task
+from core.interfaces import JudgeServices
+from core.registry import Registry
 from environments.local_desktop import LocalDesktop, LocalDesktopBackend, LocalDesktopOptions
 from environments.setup import SetupError, run_setup_steps
 from tests.environments.desktop_fixtures import tagged, wait_until
@@ -144,7 +146,7 @@ def test_setup_failures_and_the_agent_protocol(tmp_path: Path) -> None:
                                        "</tool_call>") == [Action(type=ActionType.FAIL)]
             with pytest.raises(ActionParseError):
                 pool.parse_response("no idea")
-            judged = await pool.evaluate(env, make_task(), executor=None, getters=None, metrics=None,
+            judged = await pool.evaluate(env, make_task(), judge=JudgeServices(Registry("getter"), Registry("metric")),
                                          last_action=Action(type=ActionType.FAIL))
             assert judged.status == JudgementStatus.OK and judged.score == 1.0
             # OSWorld's postconfig "command" with stdout: NAME, read back by the cache_file getter
@@ -156,13 +158,11 @@ def test_setup_failures_and_the_agent_protocol(tmp_path: Path) -> None:
                                                                    "stdout": "ls.out"}}],
                 "func": "check_list", "result": {"type": "cache_file", "path": "ls.out"},
                 "expected": {"type": "rule", "rules": {"expect": [r"^w\.txt$"], "unexpect": [r"^absent$"]}}}})
-            judged = await pool.evaluate(env, listing, executor=None, getters=registries.registry("getter"),
-                                         metrics=registries.registry("metric"), last_action=None)
+            judged = await pool.evaluate(env, listing, judge=JudgeServices.of(registries), last_action=None)
             assert (judged.status, judged.score) == (JudgementStatus.OK, 1.0), judged.error
             escaping = listing.model_copy(deep=True)
             escaping.evaluator.postconfig[0].parameters["stdout"] = "../outside.out"
-            judged = await pool.evaluate(env, escaping, executor=None, getters=registries.registry("getter"),
-                                         metrics=registries.registry("metric"), last_action=None)
+            judged = await pool.evaluate(env, escaping, judge=JudgeServices.of(registries), last_action=None)
             assert judged.status == JudgementStatus.CRASHED and "escapes the evaluation's cache" in judged.error
             await pool.release(env)
         finally:

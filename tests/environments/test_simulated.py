@@ -12,6 +12,8 @@ from core.episode import EpisodeDeps, EpisodeSettings, run_episode
 from core.errors import EnvironmentFailure
 from core.interfaces import Generation, GenerationRequest, RolloutEngine
 from core.types import Action, ActionType, EpisodeStatus, Task
+from core.interfaces import JudgeServices
+from core.registry import Registry
 from environments.simulated import SimulatedBackend, SimulatedOptions
 
 DONE = Action(type=ActionType.DONE)
@@ -32,7 +34,7 @@ async def episode(b: SimulatedBackend, t: Task, steps: list[Action]) -> float:
         await env.reset(t)
         for action in steps:
             await env.step(action)
-        judgement = await b.evaluate(env, t, executor=None, getters=None, metrics=None,
+        judgement = await b.evaluate(env, t, judge=JudgeServices(Registry("getter"), Registry("metric")),
                                      last_action=steps[-1] if steps else None)
         return judgement.score
     finally:
@@ -145,8 +147,8 @@ def test_episodes_run_through_the_real_episode_runner(plugins) -> None:
     renderer = QwenVLModel(QwenVLOptions(tiny={"family": "qwen3_vl"}, seed=0)).renderer()
     b = plugins.registry("environment").create("simulated", {"success_rate": 1.0, "step_latency_s": [0.0, 0.001]})
     deps = EpisodeDeps(backend=b, engine=AlwaysDone(renderer), renderer=renderer,
-                       segmenter=plugins.registry("segmenter").create("sliding-window", {}), executor=None,
-                       getters=plugins.registry("getter"), metrics=plugins.registry("metric"),
+                       segmenter=plugins.registry("segmenter").create("sliding-window", {}),
+                       judge=JudgeServices.of(plugins),
                        settings=EpisodeSettings(max_turns=3, max_new_tokens=64))
 
     async def body() -> list:
@@ -178,8 +180,8 @@ def test_an_environment_fault_under_the_judge_is_retried_never_scored(plugins) -
 
     for mode in ("dead", "hang"):
         deps = EpisodeDeps(backend=FailingJudge(mode), engine=AlwaysDone(renderer), renderer=renderer,
-                           segmenter=plugins.registry("segmenter").create("sliding-window", {}), executor=None,
-                           getters=plugins.registry("getter"), metrics=plugins.registry("metric"),
+                           segmenter=plugins.registry("segmenter").create("sliding-window", {}),
+                           judge=JudgeServices.of(plugins),
                            settings=EpisodeSettings(max_turns=3, max_new_tokens=64, env_call_timeout_s=0.5))
         traj = asyncio.run(run_episode(task("t"), deps, trajectory_id="r", group_id="g"))
         assert traj.status == EpisodeStatus.ENV_ERROR and traj.judgement is None and not traj.segments, mode

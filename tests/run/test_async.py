@@ -21,6 +21,7 @@ from core.async_rollouts import AsyncRollouts, FinishedGroup
 from core.checkpoint import list_complete
 from core.metrics import MetricsLog
 from core.types import RolloutGroup, Trajectory, Turn
+from core.interfaces import JudgeServices
 
 from .hold import hold_plugin, kill_when_held, only_run_dir, run_cli
 
@@ -217,7 +218,7 @@ def test_segments_carry_the_oldest_version_of_a_partial_rollout(plugins):
     deps = EpisodeDeps(backend=backend, engine=engine, renderer=model.renderer(),
                        segmenter=plugins.registry("segmenter").create("sliding-window", {"keep_images": 2,
                                                                                           "min_removal": 1}),
-                       executor=None, getters=plugins.registry("getter"), metrics=plugins.registry("metric"),
+                       judge=JudgeServices.of(plugins),
                        settings=EpisodeSettings(max_turns=6, max_new_tokens=64))
 
     def bump(traj: Trajectory) -> None:  # after turn 2, the trainer's next version arrives
@@ -247,7 +248,7 @@ def test_episode_timeout_ends_the_episode_between_turns(plugins):
     deps = EpisodeDeps(backend=plugins.registry("environment").create("simulated", {}),
                        engine=SimulatedPolicy(SimulatedPolicyOptions(done_probability=1e-9), model=model),
                        renderer=model.renderer(), segmenter=plugins.registry("segmenter").create("sliding-window", {}),
-                       executor=None, getters=plugins.registry("getter"), metrics=plugins.registry("metric"),
+                       judge=JudgeServices.of(plugins),
                        settings=EpisodeSettings(max_turns=6, max_new_tokens=64, episode_timeout_s=1e-9))
     task = Task(id="t", instruction="do it", evaluator={"func": "simulated"})
     traj = asyncio.run(run_episode(task, deps, trajectory_id="r", group_id="g", seed=1))

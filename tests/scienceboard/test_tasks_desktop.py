@@ -17,6 +17,7 @@ from core import envcheck
 from core.pluginmanager import load_plugins
 from core.tasks import load_tasks
 from core.types import Action, ActionType, JudgementStatus
+from core.interfaces import JudgeServices
 from environments.scienceboard.convert import convert_task
 from environments.setup import SetupError
 
@@ -73,7 +74,7 @@ def test_answers_are_checked_and_missing_instrumented_apps_are_named(plugins) ->
             await env.reset(gcd)
 
             async def judge(task, action):  # type: ignore[no-untyped-def]
-                return await backend.evaluate(env, task, executor=None, getters=getters, metrics=metrics,
+                return await backend.evaluate(env, task, judge=JudgeServices(getters, metrics),
                                               last_action=action)
 
             wrong = await judge(gcd, Action(type=ActionType.ANSWER, text="20"))

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from core.interfaces import JudgeServices
 from plugins.synthesis.pipeline import PipelineOptions, VeriGenPipeline
 from plugins.synthesis.store import TaskStore
 
@@ -89,7 +90,7 @@ def test_a_desktop_killed_during_a_dry_run_is_replaced(plugins, tmp_path):
         backend.acquire = acquire
         pipeline = VeriGenPipeline(
             PipelineOptions(candidates=3, workers=3, environments=2, max_fix_rounds=0), roles=roles, backend=backend,
-            executor=executor, getters=plugins.registry("getter"), metrics=plugins.registry("metric"),
+            judge=JudgeServices.of(plugins, executor),
             run_dir=tmp_path, run_id="desk-crash")
         try:
             return await pipeline.run()

@@ -10,12 +10,17 @@ An ablation file::
     metrics: [success/rate, reward/mean, groups/informative_share, time/iteration]
     last: 5                            # table cells average the last N iterations
 
+``python -m core.ablate FILE [KEY=VALUE ...]``: command-line overrides apply to every cell after the
+file's (e.g. ``run.init_from=...`` to start every cell from one checkpoint).
+
 Ablations swap plugins by name only: a cell replaces a slot's ``name`` and,
 when the name changes, drops the base's ``options`` for that slot (they
 belong to the other plugin) unless the cell gives its own. Every cell is
 validated before any run starts; each run gets its own run directory under
 ``<run.output_dir>/<ablation name>/``; cells run one after another in child
-processes, so a crashed cell does not take the others down.
+processes, so a crashed cell does not take the others down. Besides the table, ``ablation.png`` plots each metric
+against the rollouts each cell has spent (the shape of the paper's Figure 6(a): a sampler that draws extra
+rollouts, like DAPO's refilling, is compared at equal cost), and ``ablation.json`` keeps those curves.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from core.cli import main_guard
 from core.config import SLOT_KINDS, load_config, load_raw
 from core.errors import ConfigError
 from core.metrics import MetricsLog
+from core.report import plot_ablation
 from core.rundir import latest_run_dir
 
 
@@ -97,6 +103,20 @@ def summarize_run(run_dir: Path | None, metrics: list[str], last: int) -> dict[s
     return row
 
 
+def curves(run_dir: Path | None, metrics: list[str]) -> dict[str, list[list[float]]]:
+    """Per metric, ``[rollouts spent so far, value]`` at each iteration that reports it (periodic evaluations
+    only report on their iterations). Rollouts count the training episodes (``rollout/episodes``)."""
+    out: dict[str, list[list[float]]] = {m: [] for m in metrics}
+    spent = 0.0
+    for record in MetricsLog(run_dir).read() if run_dir else []:
+        spent += float(record.get("rollout/episodes") or 0.0)
+        for key in metrics:
+            value = record.get(key)
+            if isinstance(value, (int, float)):
+                out[key].append([spent, float(value)])
+    return out
+
+
 def format_table(rows: list[dict[str, Any]], metrics: list[str]) -> str:
     header = ["cell", "status", "iters", *metrics]
     body = [[r["cell"], r["status"], str(r["summary"]["iterations"]),
@@ -110,9 +130,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core.ablate", description=__doc__.splitlines()[0])
     parser.add_argument("file", type=Path, help="ablation YAML")
     parser.add_argument("--dry-run", action="store_true", help="validate every cell and print the plan")
-    args = parser.parse_args(argv)
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="applied to every cell after the file's")
+    args = parser.parse_intermixed_args(argv)  # FILE, --dry-run and overrides in any order
 
     spec = load_spec(args.file)
+    spec.overrides = [*spec.overrides, *args.overrides]
     base = (args.file.parent / spec.base).resolve()
     base_raw = load_raw(base, spec.overrides)
     name = spec.name or args.file.stem
@@ -146,11 +168,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             "status": "ok" if proc.returncode == 0 else f"exit {proc.returncode}",
             "seconds": round(time.monotonic() - started, 1),
             "summary": summarize_run(run_dir, spec.metrics, spec.last),
+            "curves": curves(run_dir, spec.metrics),
         })
     out_root.mkdir(parents=True, exist_ok=True)
     (out_root / "ablation.json").write_text(json.dumps({"spec": spec.model_dump(), "rows": rows}, indent=2) + "\n")
     table = format_table(rows, spec.metrics)
     (out_root / "ablation.md").write_text(table + "\n")
+    plot_ablation({r["cell"]: r["curves"] for r in rows}, out_root / "ablation.png")
     print(table)
     print(f"\nwritten: {out_root / 'ablation.json'}")
     return 0 if all(r["status"] == "ok" for r in rows) else 1

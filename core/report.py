@@ -49,6 +49,26 @@ def plot_curves(records: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def plot_ablation(cells: dict[str, dict[str, list[list[float]]]], path: Path) -> None:
+    """One panel per metric: each cell's ``[rollouts spent, value]`` curve (:func:`core.ablate.curves`)."""
+    metrics = list(next(iter(cells.values()), {}))
+    if not metrics:
+        return
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 4), squeeze=False)
+    for ax, key in zip(axes[0], metrics):
+        for label, curve in cells.items():
+            points = curve.get(key) or []
+            if points:
+                ax.plot([x for x, _ in points], [y for _, y in points], marker="o", ms=3, label=label)
+        ax.set_xlabel("rollouts spent")
+        ax.set_title(key)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plot_phases(records: list[dict[str, Any]], path: Path) -> None:
     plt = _plt()
     phases = sorted({k for r in records for k in r if k.startswith("time/") and k != "time/iteration"})

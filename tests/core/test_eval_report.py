@@ -5,11 +5,11 @@ import math
 
 import pytest
 
-from core.ablate import cell_overrides, expand, load_spec
+from core.ablate import cell_overrides, curves, expand, load_spec
 from core.errors import ConfigError, ScaleCUAError
 from core.eval import format_table, pass_at_k, summarize
 from core.metrics import MetricsLog
-from core.report import write_report
+from core.report import plot_ablation, write_report
 from core.types import Evaluator, Judgement, RolloutGroup, Task, Trajectory
 
 
@@ -97,3 +97,15 @@ def test_ablation_rejects_non_slot(tmp_path):
     spec_file.write_text("base: base.yaml\nmatrix:\n  algorithm: [a]\n")
     with pytest.raises(ConfigError, match="matrix.algorithm: not a plugin slot"):
         load_spec(spec_file)
+
+
+def test_ablation_curves_put_each_metric_against_the_rollouts_spent(tmp_path):
+    log = MetricsLog(tmp_path)
+    log.append({"iteration": 0, "rollout/episodes": 24.0, "success/rate": 0.25})
+    log.append({"iteration": 1, "rollout/episodes": 40.0, "success/rate": 0.5, "eval/success": 0.4})  # a refill
+    log.append({"iteration": 2, "rollout/episodes": 24.0, "success/rate": 0.75})
+    got = curves(tmp_path, ["success/rate", "eval/success"])
+    assert got == {"success/rate": [[24.0, 0.25], [64.0, 0.5], [88.0, 0.75]], "eval/success": [[64.0, 0.4]]}
+    assert curves(None, ["success/rate"]) == {"success/rate": []}
+    plot_ablation({"sampler=frontier": got, "sampler=uniform": got}, tmp_path / "ablation.png")
+    assert (tmp_path / "ablation.png").read_bytes().startswith(b"\x89PNG")

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from core.checkpoint import list_complete
 from core.metrics import MetricsLog
@@ -239,15 +240,14 @@ def test_environment_dying_mid_episode_is_replaced_and_never_scored(tmp_path, pl
 
 def test_ablation_matrix_2x2_runs_and_prints_its_table(tmp_path):
     spec = tmp_path / "ablation.yaml"
-    overrides = small(tmp_path / "runs", **{"run.iterations": 1, "algorithm.batch_size": 1,
-                                             "algorithm.max_turns": 1})
+    overrides = small(tmp_path / "runs", **{"run.iterations": 1, "algorithm.batch_size": 1})
     spec.write_text(
         f"base: {QUICKSTART}\n"
         f"overrides: {json.dumps(overrides)}\n"
         "matrix:\n  sampler: [frontier, uniform]\n  segmenter: [sliding-window, step-wise]\n"
         "metrics: [reward/mean, segments/per_episode, time/iteration]\nlast: 1\n"
     )
-    proc = run_cli("core.ablate", str(spec), timeout=900)
+    proc = run_cli("core.ablate", str(spec), "algorithm.max_turns=1", timeout=900)  # for every cell
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = proc.stdout
     for cell in ("sampler=frontier,segmenter=sliding-window", "sampler=frontier,segmenter=step-wise",
@@ -256,3 +256,7 @@ def test_ablation_matrix_2x2_runs_and_prints_its_table(tmp_path):
     result = json.loads((tmp_path / "runs" / "ablation" / "ablation.json").read_text())
     assert [r["status"] for r in result["rows"]] == ["ok"] * 4
     assert all(r["summary"]["iterations"] == 1 for r in result["rows"])
+    for row in result["rows"]:  # the command-line override reached every cell; its curve is against rollouts
+        assert yaml.safe_load((Path(row["run_dir"]) / "config.yaml").read_text())["algorithm"]["max_turns"] == 1
+        assert row["curves"]["reward/mean"][0][0] == 2.0  # one task x small()'s 2 rollouts
+    assert (tmp_path / "runs" / "ablation" / "ablation.png").stat().st_size > 0

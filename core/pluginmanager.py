@@ -17,13 +17,19 @@ from __future__ import annotations
 import importlib.metadata as metadata
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Mapping, overload
 
 import pluggy
 
 from core import hookspecs
 from core.errors import PluginError
 from core.registry import KINDS, Registry
+
+if TYPE_CHECKING:
+    from core.interfaces import (
+        EnvironmentBackend, JudgeExecutor, PolicyModel, RolloutEngine, Sampler, Segmenter, SynthesisPipeline,
+        SynthesizerRole, Tracker, TrainerBackend,
+    )
 
 ENTRY_POINT_GROUP = hookspecs.PROJECT
 ENV_DISABLE = "SCALECUA_DISABLE_PLUGINS"
@@ -73,7 +79,33 @@ class Plugins:
         self.infos.pop(name, None)
         self._registries = None
 
-    def registry(self, kind: str) -> Registry:
+    # one overload per kind of core.kinds, typed with the kind's contract (tests/core/test_kinds.py checks them)
+    @overload
+    def registry(self, kind: Literal["model"]) -> Registry[PolicyModel]: ...
+    @overload
+    def registry(self, kind: Literal["environment"]) -> Registry[EnvironmentBackend]: ...
+    @overload
+    def registry(self, kind: Literal["synthesizer_role"]) -> Registry[SynthesizerRole]: ...
+    @overload
+    def registry(self, kind: Literal["synthesis_pipeline"]) -> Registry[SynthesisPipeline]: ...
+    @overload
+    def registry(self, kind: Literal["judge_executor"]) -> Registry[JudgeExecutor]: ...
+    @overload
+    def registry(self, kind: Literal["sampler"]) -> Registry[Sampler]: ...
+    @overload
+    def registry(self, kind: Literal["segmenter"]) -> Registry[Segmenter]: ...
+    @overload
+    def registry(self, kind: Literal["trainer"]) -> Registry[TrainerBackend]: ...
+    @overload
+    def registry(self, kind: Literal["rollout_engine"]) -> Registry[RolloutEngine]: ...
+    @overload
+    def registry(self, kind: Literal["tracker"]) -> Registry[Tracker]: ...
+    @overload
+    def registry(self, kind: Literal["getter", "metric"]) -> Registry[Callable[..., Any]]: ...
+    @overload
+    def registry(self, kind: str) -> Registry[Any]: ...
+
+    def registry(self, kind: str) -> Registry[Any]:
         if kind not in KINDS:
             raise KeyError(f"unknown component kind {kind!r}; kinds: {', '.join(KINDS)}")
         if self._registries is None:

@@ -34,6 +34,27 @@ def test_every_contract_resolves_to_a_core_base_class():
             assert inspect.isclass(resolve_ref(spec.contract)), spec.name
 
 
+def test_plugins_registry_is_typed_per_kind_with_the_tables_contract():
+    """``Plugins.registry("sampler")`` is a ``Registry[Sampler]`` to a type checker: one overload per kind."""
+    import typing
+
+    import core.interfaces
+    from core.pluginmanager import Plugins
+
+    namespace = {**vars(core.interfaces), **vars(typing), "Registry": registry.Registry}
+    typed = {}
+    for overload in typing.get_overloads(Plugins.registry):
+        hints = typing.get_type_hints(overload, globalns=namespace)
+        kind_hint = hints["kind"]
+        if typing.get_origin(kind_hint) is typing.Literal:
+            (contract,) = typing.get_args(hints["return"])
+            typed.update({name: contract for name in typing.get_args(kind_hint)})
+    assert set(typed) == {k.name for k in kinds.KINDS}
+    for spec in kinds.KINDS:
+        expected = resolve_ref(spec.contract) if spec.contract else typing.Callable[..., typing.Any]
+        assert typed[spec.name] == expected, spec.name
+
+
 def test_every_builtin_component_is_registered_under_a_table_kind(plugins):
     listing = plugins.components()
     assert set(listing) == set(kinds.BY_NAME)

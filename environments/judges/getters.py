@@ -180,6 +180,20 @@ async def get_vm_files_exist(env: Any, config: Mapping[str, Any]) -> dict[str, b
     return dict(zip(paths, (bool(f) for f in flags)))
 
 
+async def get_gimp_config_file(env: Any, config: Mapping[str, Any]) -> str:
+    """GIMP 2.10's configuration file ``file_name`` (e.g. ``gimprc``) from the desktop's home into the cache."""
+    name = config.get("file_name")
+    if not isinstance(name, str) or not name or "/" in name:
+        raise ValueError(f"gimp_config_file getter config {dict(config)!r} needs 'file_name' (e.g. 'gimprc')")
+    path = f"~/.config/GIMP/2.10/{name}"
+    data = await env.client.get_file(path)
+    if data is None:
+        raise FileNotFoundError(f"gimp_config_file: {path} does not exist on the desktop (GIMP writes it on exit)")
+    target = _cache_path(env, str(config.get("dest") or name))
+    target.write_bytes(data)
+    return str(target)
+
+
 #: registry name -> function (OSWorld's ``get_<name>``)
 GETTERS = {
     name[len("get_"):]: obj for name, obj in dict(globals()).items() if name.startswith("get_") and callable(obj)

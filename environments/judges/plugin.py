@@ -11,7 +11,7 @@ from core import hookimpl
 _GETTERS = "environments.judges.getters"
 GETTER_NAMES = (
     "vm_file", "cloud_file", "cache_file", "vm_command_line", "vm_command_error", "rule", "accessibility_tree",
-    "list_directory", "vm_screen_size", "vm_file_text", "vm_files_exist",
+    "list_directory", "vm_screen_size", "vm_file_text", "vm_files_exist", "gimp_config_file",
 )
 
 _METRICS = {
@@ -25,6 +25,13 @@ _METRICS = {
     "environments.judges.documents": ("compare_docx_files", "compare_document_text", "check_document",
                                       "compare_docx_tables"),
     "environments.judges.images": ("compare_images",),
+    "environments.judges.gimp": (
+        "check_structure_sim", "check_structure_sim_resized", "check_file_exists_and_structure_sim",
+        "check_brightness_decrease_and_structure_sim", "check_saturation_increase_and_structure_sim",
+        "check_contrast_increase_and_structure_sim", "check_palette_and_structure_sim", "check_image_mirror",
+        "check_green_background", "check_triangle_position", "check_textbox_on_leftside", "check_image_size",
+        "check_image_file_size", "check_config_status", "compare_image_list",
+    ),
     "environments.judges.pdfs": ("compare_pdfs",),
     "environments.judges.apps": ("check_json_settings", "is_extension_installed", "check_thunderbird_prefs"),
     "environments.judges.slides": ("compare_pptx_files",),

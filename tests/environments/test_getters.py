@@ -68,6 +68,18 @@ def test_vm_file_downloads_into_the_evaluation_cache(desktop: DesktopSession, tm
         call(desktop, tmp_path, lambda env: g.get_vm_file(env, {"path": "~/docs/a.txt", "dest": "../evil.txt"}))
 
 
+def test_gimp_config_file_comes_from_the_desktops_gimp_profile(desktop: DesktopSession, tmp_path: Path) -> None:
+    profile = desktop.home / ".config" / "GIMP" / "2.10"
+    profile.mkdir(parents=True, exist_ok=True)
+    (profile / "gimprc").write_text("(undo-levels 100)\n")
+    local = call(desktop, tmp_path, lambda env: g.get_gimp_config_file(env, {"file_name": "gimprc", "dest": "rc"}))
+    assert local == str(tmp_path / "rc") and Path(local).read_text() == "(undo-levels 100)\n"
+    with pytest.raises(FileNotFoundError, match="sessionrc"):
+        call(desktop, tmp_path, lambda env: g.get_gimp_config_file(env, {"file_name": "sessionrc"}))
+    with pytest.raises(ValueError, match="file_name"):
+        call(desktop, tmp_path, lambda env: g.get_gimp_config_file(env, {"file_name": "../../.bashrc"}))
+
+
 def test_command_getters_return_the_output(desktop: DesktopSession, tmp_path: Path) -> None:
     out = call(desktop, tmp_path, lambda env: g.get_vm_command_line(
         env, {"command": "echo $HOME; echo oops >&2", "shell": True}))

@@ -24,6 +24,12 @@ _METRICS = {
     "environments.judges.tables": ("compare_table",),
     "environments.judges.documents": ("compare_docx_files", "compare_document_text", "check_document",
                                       "compare_docx_tables"),
+    "environments.judges.docx_format": (
+        "compare_line_spacing", "compare_docx_images", "check_tabstops", "compare_subscript_contains",
+        "compare_insert_equation", "has_page_numbers_in_footers", "compare_font_names", "is_first_line_centered",
+        "contains_page_break", "evaluate_strike_through_last_paragraph", "check_italic_font_size_14",
+        "evaluate_conversion", "evaluate_spacing",
+    ),
     "environments.judges.images": ("compare_images",),
     "environments.judges.gimp": (
         "check_structure_sim", "check_structure_sim_resized", "check_file_exists_and_structure_sim",

@@ -30,6 +30,10 @@ _METRICS = {
         "contains_page_break", "evaluate_strike_through_last_paragraph", "check_italic_font_size_14",
         "evaluate_conversion", "evaluate_spacing",
     ),
+    "environments.judges.files": (
+        "compare_archive", "compare_zip_files", "file_contains", "check_line_number", "compare_terminal_and_txt",
+        "compare_python_pure_text", "check_json_keybindings", "compare_config", "compare_answer",
+    ),
     "environments.judges.images": ("compare_images",),
     "environments.judges.gimp": (
         "check_structure_sim", "check_structure_sim_resized", "check_file_exists_and_structure_sim",

@@ -7,6 +7,10 @@
 * ``check_thunderbird_prefs(result, rules)`` -- Thunderbird's ``prefs.js``: every ``expect`` preference is
   set and matches its value rule (:func:`environments.judges.rules.match_value`, e.g. ``re.S``), and no
   ``unexpect`` preference matches its rule.
+* ``check_thunderbird_filter(result, rules)`` -- Thunderbird's ``msgFilterRules.dat``: every ``expect``
+  record (``{"name": ..., "action": ..., "condition": [...]}``, keys compared for equality) matches some
+  filter, and no filter matches an ``unexpect`` record. A filter's ``condition`` is its list of clauses
+  (``AND (subject,contains,urgent)``, ``ALL``).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from typing import Any, Mapping
 
 from environments.judges.rules import match_value
 
+_FILTER_LINE = re.compile(r'^(?P<key>name|enabled|type|action|actionValue|condition)="(?P<value>.*)"$')
+_CLAUSE = re.compile(r"""\b(?:AND|OR) \((?:[\w ]+),(?:[\w ']+),(?:"(?:(?:[^"]|\")+)"|(?:[^)]+))\)|\bALL\b""")
 _PREF = re.compile(r'^user_pref\("(?P<key>(?:[^"]|\\")+)", (?P<value>.+)\);$')
 
 
@@ -76,3 +82,41 @@ def check_thunderbird_prefs(result: str | None, rules: Any = None, **_: Any) -> 
         elif key in unexpect and match_value(value, unexpect[key]):
             clean = False
     return float(all(met.values()) and clean)
+
+
+def _unescape(value: str) -> str:
+    return value.replace('\\"', '"').replace("\\\\", "\\")
+
+
+def thunderbird_filters(text: str) -> list[dict[str, Any]]:
+    """The filters of a ``msgFilterRules.dat``: a filter starts at ``name=`` and is complete at ``condition=``."""
+    filters: list[dict[str, Any]] = []
+    current: dict[str, Any] = {}
+    for line in text.splitlines():
+        match = _FILTER_LINE.match(line)
+        if match is None:
+            continue
+        key, value = match["key"], _unescape(match["value"])
+        if key == "name":
+            current = {"name": value}
+        elif key == "condition":
+            current["condition"] = _CLAUSE.findall(value)
+            filters.append(current)
+        else:
+            current[key] = value
+    return filters
+
+
+def check_thunderbird_filter(result: str | None, rules: Any = None, **_: Any) -> float:
+    """See the module docstring."""
+    rules = _rules(rules, "check_thunderbird_filter", "expect")
+    if not result or not Path(result).is_file():
+        return 0.0
+    filters = thunderbird_filters(Path(result).read_text(encoding="utf-8", errors="replace"))
+
+    def matches(record: Mapping[str, Any], flt: Mapping[str, Any]) -> bool:
+        return all(key in flt and flt[key] == value for key, value in record.items())
+
+    expected = all(any(matches(record, flt) for flt in filters) for record in rules.get("expect", []))
+    unexpected = any(matches(record, flt) for flt in filters for record in rules.get("unexpect", []))
+    return float(expected and not unexpected)

@@ -43,7 +43,8 @@ _METRICS = {
         "check_image_file_size", "check_config_status", "compare_image_list",
     ),
     "environments.judges.pdfs": ("compare_pdfs",),
-    "environments.judges.apps": ("check_json_settings", "is_extension_installed", "check_thunderbird_prefs"),
+    "environments.judges.apps": ("check_json_settings", "is_extension_installed", "check_thunderbird_prefs",
+                                 "check_thunderbird_filter"),
     "environments.judges.slides": ("compare_pptx_files",),
 }
 

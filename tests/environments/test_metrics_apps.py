@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 from docx import Document
 
-from environments.judges.apps import check_json_settings, check_thunderbird_prefs, is_extension_installed
+from environments.judges.apps import (
+    check_json_settings, check_thunderbird_filter, check_thunderbird_prefs, is_extension_installed, thunderbird_filters,
+)
 from environments.judges.documents import compare_docx_tables
 from environments.judges.rules import match_value
 
@@ -76,3 +78,34 @@ def test_docx_tables_compare_cell_by_cell(tmp_path: Path) -> None:
     junk = tmp_path / "junk.docx"
     junk.write_bytes(b"no zip")
     assert compare_docx_tables(str(junk), gold) == 0.0 and compare_docx_tables(None, gold) == 0.0
+
+
+FILTERS = '''version="9"
+logging="no"
+name="Urgent \\"mail\\""
+enabled="yes"
+type="17"
+action="Move to folder"
+actionValue="mailbox://nobody@Local%20Folders/Urgent"
+condition="AND (subject,contains,urgent) AND (from,is,\\"boss, the\\")"
+name="Spam"
+enabled="no"
+type="17"
+action="Delete"
+condition="ALL"
+'''
+
+
+def test_thunderbird_filters_expected_and_unexpected(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    rules_file = tmp_path / "msgFilterRules.dat"
+    rules_file.write_text(FILTERS, encoding="utf-8")
+    filters = thunderbird_filters(FILTERS)
+    assert [f["name"] for f in filters] == ['Urgent "mail"', "Spam"]
+    assert filters[0]["condition"] == ["AND (subject,contains,urgent)", 'AND (from,is,"boss, the")']
+    assert filters[1]["condition"] == ["ALL"]
+    urgent = {"name": 'Urgent "mail"', "action": "Move to folder", "condition": ["AND (subject,contains,urgent)",
+                                                                                 'AND (from,is,"boss, the")']}
+    assert check_thunderbird_filter(str(rules_file), {"expect": [urgent]}) == 1.0
+    assert check_thunderbird_filter(str(rules_file), {"expect": [{**urgent, "action": "Delete"}]}) == 0.0
+    assert check_thunderbird_filter(str(rules_file), {"expect": [urgent], "unexpect": [{"name": "Spam"}]}) == 0.0
+    assert check_thunderbird_filter(str(tmp_path / "missing.dat"), {"expect": [urgent]}) == 0.0

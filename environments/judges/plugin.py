@@ -8,11 +8,17 @@ from __future__ import annotations
 
 from core import hookimpl
 
-_GETTERS = "environments.judges.getters"
-GETTER_NAMES = (
-    "vm_file", "cloud_file", "cache_file", "vm_command_line", "vm_command_error", "rule", "accessibility_tree",
-    "list_directory", "vm_screen_size", "vm_file_text", "vm_files_exist", "gimp_config_file",
-)
+_GETTERS = {
+    "environments.judges.getters": (
+        "vm_file", "cloud_file", "cache_file", "vm_command_line", "vm_command_error", "rule", "accessibility_tree",
+        "list_directory", "vm_screen_size", "vm_file_text", "vm_files_exist", "gimp_config_file",
+    ),
+    "environments.judges.chrome": (
+        "default_search_engine", "profile_name", "enable_do_not_track", "enable_enhanced_safety_browsing",
+        "new_startup_page", "data_delete_automacally", "find_unpacked_extension_path",
+    ),
+}
+GETTER_NAMES = tuple(name for names in _GETTERS.values() for name in names)
 
 _METRICS = {
     "environments.judges.metrics": (
@@ -51,8 +57,9 @@ _METRICS = {
 
 @hookimpl
 def scalecua_register_getters(registry):
-    for name in GETTER_NAMES:
-        registry.register(name, f"{_GETTERS}:get_{name}", description=f"OSWorld getter get_{name}")
+    for module, names in _GETTERS.items():
+        for name in names:
+            registry.register(name, f"{module}:get_{name}", description=f"OSWorld getter get_{name}")
 
 
 @hookimpl

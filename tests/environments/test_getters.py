@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import http.server
+import json
 import threading
 import types
 from pathlib import Path
@@ -12,9 +13,10 @@ from typing import Any, Awaitable, Callable
 
 import pytest
 
-from core.types import Task
 from core.interfaces import JudgeServices
+from core.types import Task
 from environments.client import EnvironmentClient
+from environments.judges import chrome
 from environments.judges import getters as g
 from environments.judges.evaluate import EvaluationEnv
 from environments.judges.plugin import GETTER_NAMES
@@ -50,7 +52,7 @@ def http_root(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def test_every_registered_getter_exists() -> None:
-    assert set(GETTER_NAMES) == set(g.GETTERS)
+    assert set(GETTER_NAMES) == set(g.GETTERS) | set(chrome.GETTERS)
 
 
 def test_vm_file_downloads_into_the_evaluation_cache(desktop: DesktopSession, tmp_path: Path) -> None:
@@ -78,6 +80,36 @@ def test_gimp_config_file_comes_from_the_desktops_gimp_profile(desktop: DesktopS
         call(desktop, tmp_path, lambda env: g.get_gimp_config_file(env, {"file_name": "sessionrc"}))
     with pytest.raises(ValueError, match="file_name"):
         call(desktop, tmp_path, lambda env: g.get_gimp_config_file(env, {"file_name": "../../.bashrc"}))
+
+
+def test_chrome_profile_getters_read_the_preferences_file(desktop: DesktopSession, tmp_path: Path) -> None:
+    profile = desktop.home / ".config" / "google-chrome" / "Default"
+    profile.mkdir(parents=True, exist_ok=True)
+    preferences = profile / "Preferences"
+    for getter in chrome.GETTERS.values():  # no Preferences yet: the evaluation scores such a task 0
+        with pytest.raises(FileNotFoundError, match="Preferences"):
+            call(desktop, tmp_path, lambda env, getter=getter: getter(env, {}))
+    preferences.write_text(json.dumps({
+        "default_search_provider_data": {"template_url_data": {"short_name": "Bing"}},
+        "profile": {"name": "Thomas", "default_content_setting_values": {"cookies": 2}},
+        "enable_do_not_track": True, "safebrowsing": {"enhanced": False},
+        "session": {"restore_on_startup": 4, "startup_urls": ["http://funbrain.com/"]},
+        "extensions": {"settings": {"abc": {"path": "/home/user/ext/unpacked"}, "def": {"state": 1}}},
+    }))
+    got = {name: call(desktop, tmp_path, lambda env, getter=getter: getter(env, {}))
+           for name, getter in chrome.GETTERS.items()}
+    assert got == {"default_search_engine": "Bing", "profile_name": "Thomas", "enable_do_not_track": "true",
+                   "enable_enhanced_safety_browsing": "false", "new_startup_page": "false",
+                   "data_delete_automacally": "true", "find_unpacked_extension_path": ["/home/user/ext/unpacked"]}
+    preferences.write_text("{}")  # a fresh profile: Chrome's defaults as upstream reads them
+    fresh = {name: call(desktop, tmp_path, lambda env, getter=getter: getter(env, {}))
+             for name, getter in chrome.GETTERS.items()}
+    assert fresh == {"default_search_engine": "Google", "profile_name": None, "enable_do_not_track": "false",
+                     "enable_enhanced_safety_browsing": "false", "new_startup_page": "true",
+                     "data_delete_automacally": "false", "find_unpacked_extension_path": []}
+    preferences.write_text("not json")
+    with pytest.raises(ValueError, match="not JSON"):
+        call(desktop, tmp_path, lambda env: chrome.get_profile_name(env, {}))
 
 
 def test_command_getters_return_the_output(desktop: DesktopSession, tmp_path: Path) -> None:

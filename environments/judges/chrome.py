@@ -1,0 +1,77 @@
+"""Getters over Chrome's profile (OSWorld's names and semantics): values read from the ``Preferences`` JSON of
+the desktop user's default profile, ``~/.config/google-chrome/Default/Preferences`` (OSWorld's Ubuntu VM).
+
+Chrome writes ``Preferences`` when it exits, which is why these tasks' postconfig quits and restarts it. A
+profile without the file is a :class:`FileNotFoundError` (the evaluation scores 0); a file that is not JSON
+is a :class:`ValueError` (a crashed judgement). Each getter answers as upstream's does:
+
+* ``default_search_engine`` — the default provider's ``short_name`` (``"Google"`` when none is set);
+* ``profile_name`` — ``profile.name`` (None when unset);
+* ``enable_do_not_track`` / ``enable_enhanced_safety_browsing`` — ``"true"`` / ``"false"`` from
+  ``enable_do_not_track`` / ``safebrowsing.enhanced``;
+* ``new_startup_page`` — ``"true"`` when the profile has no ``session`` (a fresh start) or its
+  ``restore_on_startup`` is 5 (open the New Tab page), else ``"false"``;
+* ``data_delete_automacally`` (sic, upstream's name) — ``"true"`` when ``profile.default_content_setting_values``
+  exists;
+* ``find_unpacked_extension_path`` — the ``path`` of every extension in ``extensions.settings``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+PREFERENCES = "~/.config/google-chrome/Default/Preferences"
+
+
+async def preferences(env: Any) -> dict[str, Any]:
+    data = await env.client.get_file(PREFERENCES)
+    if data is None:
+        raise FileNotFoundError(f"chrome: {PREFERENCES} does not exist on the desktop (Chrome writes it on exit)")
+    try:
+        parsed = json.loads(data)
+    except ValueError as exc:
+        raise ValueError(f"chrome: {PREFERENCES} is not JSON ({exc})") from None
+    if not isinstance(parsed, dict):
+        raise ValueError(f"chrome: {PREFERENCES} holds {type(parsed).__name__}, not a JSON object")
+    return parsed
+
+
+def _flag(value: Any) -> str:
+    return "true" if value else "false"
+
+
+async def get_default_search_engine(env: Any, config: Mapping[str, Any]) -> str:
+    data = await preferences(env)
+    return data.get("default_search_provider_data", {}).get("template_url_data", {}).get("short_name", "Google")
+
+
+async def get_profile_name(env: Any, config: Mapping[str, Any]) -> str | None:
+    return (await preferences(env)).get("profile", {}).get("name")
+
+
+async def get_enable_do_not_track(env: Any, config: Mapping[str, Any]) -> str:
+    return _flag((await preferences(env)).get("enable_do_not_track", {}))
+
+
+async def get_enable_enhanced_safety_browsing(env: Any, config: Mapping[str, Any]) -> str:
+    return _flag((await preferences(env)).get("safebrowsing", {}).get("enhanced", {}))
+
+
+async def get_new_startup_page(env: Any, config: Mapping[str, Any]) -> str:
+    data = await preferences(env)
+    return "true" if "session" not in data else _flag(data.get("session", {}).get("restore_on_startup") == 5)
+
+
+async def get_data_delete_automacally(env: Any, config: Mapping[str, Any]) -> str:
+    profile = (await preferences(env)).get("profile", {})
+    return _flag(profile.get("default_content_setting_values") is not None)
+
+
+async def get_find_unpacked_extension_path(env: Any, config: Mapping[str, Any]) -> list[str]:
+    settings = (await preferences(env)).get("extensions", {}).get("settings", {})
+    return [entry["path"] for entry in settings.values() if isinstance(entry, Mapping) and "path" in entry]
+
+
+#: registry name -> function (OSWorld's ``get_<name>``)
+GETTERS = {name[len("get_"):]: obj for name, obj in dict(globals()).items() if name.startswith("get_")}

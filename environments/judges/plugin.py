@@ -52,6 +52,11 @@ _METRICS = {
     "environments.judges.apps": ("check_json_settings", "is_extension_installed", "check_thunderbird_prefs",
                                  "check_thunderbird_filter"),
     "environments.judges.slides": ("compare_pptx_files",),
+    "environments.judges.impress": (
+        "check_presenter_console_disable", "check_auto_saving_time", "check_slide_orientation_Portrait",
+        "check_transition", "check_page_number_colors", "evaluate_presentation_fill_to_rgb_distance",
+        "check_image_stretch_and_center", "check_left_panel",
+    ),
 }
 
 

@@ -17,6 +17,7 @@ Errors are typed so the rollout loop can tell who is at fault:
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
@@ -180,6 +181,18 @@ class EnvironmentClient:
         """Run a command to completion: ``{status, output, error, returncode}``."""
         payload = {"command": command if isinstance(command, str) else list(command), "shell": shell, "timeout": timeout}
         return await self._command_result("/execute", payload, timeout + 15)
+
+    async def devtools(self, request: Mapping[str, Any], timeout: float = 120) -> Any:
+        """Ask the desktop's browser through its DevTools endpoint (:mod:`environments.devtools`); the decoded
+        answer. A browser that does not answer is a :class:`ScaleCUAError` naming the fix."""
+        from environments.devtools import PROGRAM
+
+        result = await self.execute(["python3", "-c", PROGRAM, json.dumps(dict(request))], timeout=timeout)
+        output = str(result.get("output") or "").strip()
+        if result.get("returncode") not in (0, None) or not output:
+            reason = str(result.get("error") or output).strip()[-400:]
+            raise ScaleCUAError(f"devtools {request.get('action')!r} on the desktop failed: {reason}")
+        return json.loads(output.splitlines()[-1])
 
     async def execute_with_verification(
         self,

@@ -221,6 +221,15 @@ async def _execute_with_verification(client: EnvironmentClient, params: dict[str
     return result
 
 
+async def _chrome_open_tabs(client: EnvironmentClient, params: dict[str, Any], context: SetupContext) -> Any:
+    """OSWorld's ``chrome_open_tabs``: each of ``urls_to_open`` in a new tab of the running browser (the start
+    page closed), through its DevTools endpoint from inside the desktop (:mod:`environments.devtools`)."""
+    urls = params.get("urls_to_open")
+    if not isinstance(urls, list) or not urls or not all(isinstance(u, str) and u for u in urls):
+        raise ValueError(f"needs 'urls_to_open': a non-empty list of URLs, got {urls!r}")
+    return await client.devtools({"action": "open", "urls": urls, "wait_s": float(params.get("wait_s", 30))})
+
+
 async def _sleep(client: EnvironmentClient, params: dict[str, Any], context: SetupContext) -> Any:
     seconds = params.get("seconds", 1)
     if not isinstance(seconds, (int, float)) or not 0 <= seconds <= MAX_SLEEP_S:
@@ -256,6 +265,7 @@ STEP_HANDLERS: dict[str, StepHandler] = {
     "upload_file": _upload_file,
     "open": _open,
     "launch": _launch,
+    "chrome_open_tabs": _chrome_open_tabs,
     "execute": _execute,
     "command": _execute,
     "execute_with_verification": _execute_with_verification,

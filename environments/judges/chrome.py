@@ -14,12 +14,23 @@ is a :class:`ValueError` (a crashed judgement). Each getter answers as upstream'
 * ``data_delete_automacally`` (sic, upstream's name) — ``"true"`` when ``profile.default_content_setting_values``
   exists;
 * ``find_unpacked_extension_path`` — the ``path`` of every extension in ``extensions.settings``.
+
+``open_tabs_info`` asks the running browser instead, through its DevTools endpoint from inside the desktop
+(:meth:`environments.client.EnvironmentClient.devtools`): ``[{"title", "url"}, ...]`` for the open pages,
+``[]`` when no browser answers (upstream's answer then). Titles are the pages' current ones (upstream waits
+for each page to go network-idle first).
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any, Mapping
+
+import structlog
+
+from core.errors import ScaleCUAError
+
+log = structlog.get_logger(__name__)
 
 PREFERENCES = "~/.config/google-chrome/Default/Preferences"
 
@@ -71,6 +82,15 @@ async def get_data_delete_automacally(env: Any, config: Mapping[str, Any]) -> st
 async def get_find_unpacked_extension_path(env: Any, config: Mapping[str, Any]) -> list[str]:
     settings = (await preferences(env)).get("extensions", {}).get("settings", {})
     return [entry["path"] for entry in settings.values() if isinstance(entry, Mapping) and "path" in entry]
+
+
+async def get_open_tabs_info(env: Any, config: Mapping[str, Any]) -> list[dict[str, str]]:
+    try:
+        tabs = await env.client.devtools({"action": "tabs", "wait_s": float(config.get("wait_s", 5))})
+    except ScaleCUAError as exc:
+        log.info("no browser answers; no open tabs", error=str(exc))
+        return []
+    return [{"title": tab["title"], "url": tab["url"]} for tab in tabs]
 
 
 #: registry name -> function (OSWorld's ``get_<name>``)

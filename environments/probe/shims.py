@@ -7,7 +7,9 @@ OSWorld's setups run ``python -c "import pyautogui; ..."`` (52 commands in the p
 * ``python``: the probe's own interpreter (``--python``; it carries pyautogui where the ``osworld`` or
   ``dev`` extra is installed), as OSWorld's VM has one ``python`` with pyautogui;
 * ``sudo``: runs the command as the desktop's own user, never with more privilege; ``-S`` consumes
-  the password line as sudo would; asking for another user (``-u``) fails with the reason.
+  the password line as sudo would; asking for another user (``-u``) fails with the reason;
+* ``google-chrome`` (where only Chromium is installed): Chromium with Chrome's profile directory and a free
+  DevTools port (:data:`GOOGLE_CHROME`);
 
 and points ``XAUTHORITY`` at an empty file there (python-xlib, under pyautogui, insists on one; Xvfb
 runs without authorization).
@@ -52,6 +54,22 @@ exec "$@"
 """
 
 
+GOOGLE_CHROME = """#!/bin/sh
+# ScaleCUA desktop: google-chrome is Chromium here (environments/probe/shims.py), with Chrome's profile
+# directory, so OSWorld's tasks and getters find ~/.config/google-chrome. A fixed DevTools port becomes 0 (a free
+# one, written to DevToolsActivePort in the profile): desktops sharing this host never collide on it.
+for arg in "$@"; do
+  shift
+  case "$arg" in
+    --remote-debugging-port=*) set -- "$@" --remote-debugging-port=0 ;;
+    *) set -- "$@" "$arg" ;;
+  esac
+done
+exec {chromium} --user-data-dir="$HOME/.config/google-chrome" --no-sandbox --test-type --no-first-run \
+  --password-store=basic --disable-gpu "$@"
+"""
+
+
 def child_python(python: str, user: Any | None) -> str:
     """The interpreter for the desktop's ``python`` and ``/run_python``: the probe's own when the desktop's user
     can run it, else the system's ``python3`` (e.g. a virtual environment under root's 0700 home)."""
@@ -78,7 +96,12 @@ def install_shims(directory: str | Path, python: str) -> dict[str, str]:
     root.mkdir(parents=True, exist_ok=True)
     (root / "python").write_text(f"#!/bin/sh\nexec {shlex.quote(python)} \"$@\"\n")
     (root / "sudo").write_text(SUDO)
-    for name in ("python", "sudo"):
+    names = ["python", "sudo"]
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium and not shutil.which("google-chrome"):  # a real Chrome is used as it is
+        (root / "google-chrome").write_text(GOOGLE_CHROME.replace("{chromium}", shlex.quote(chromium)))
+        names.append("google-chrome")
+    for name in names:
         (root / name).chmod(0o755)
     xauthority = root / "Xauthority"
     xauthority.touch()

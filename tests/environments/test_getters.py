@@ -86,7 +86,8 @@ def test_chrome_profile_getters_read_the_preferences_file(desktop: DesktopSessio
     profile = desktop.home / ".config" / "google-chrome" / "Default"
     profile.mkdir(parents=True, exist_ok=True)
     preferences = profile / "Preferences"
-    for getter in chrome.GETTERS.values():  # no Preferences yet: the evaluation scores such a task 0
+    readers = {name: getter for name, getter in chrome.GETTERS.items() if name != "open_tabs_info"}
+    for getter in readers.values():  # no Preferences yet: the evaluation scores such a task 0
         with pytest.raises(FileNotFoundError, match="Preferences"):
             call(desktop, tmp_path, lambda env, getter=getter: getter(env, {}))
     preferences.write_text(json.dumps({
@@ -97,13 +98,13 @@ def test_chrome_profile_getters_read_the_preferences_file(desktop: DesktopSessio
         "extensions": {"settings": {"abc": {"path": "/home/user/ext/unpacked"}, "def": {"state": 1}}},
     }))
     got = {name: call(desktop, tmp_path, lambda env, getter=getter: getter(env, {}))
-           for name, getter in chrome.GETTERS.items()}
+           for name, getter in readers.items()}
     assert got == {"default_search_engine": "Bing", "profile_name": "Thomas", "enable_do_not_track": "true",
                    "enable_enhanced_safety_browsing": "false", "new_startup_page": "false",
                    "data_delete_automacally": "true", "find_unpacked_extension_path": ["/home/user/ext/unpacked"]}
     preferences.write_text("{}")  # a fresh profile: Chrome's defaults as upstream reads them
     fresh = {name: call(desktop, tmp_path, lambda env, getter=getter: getter(env, {}))
-             for name, getter in chrome.GETTERS.items()}
+             for name, getter in readers.items()}
     assert fresh == {"default_search_engine": "Google", "profile_name": None, "enable_do_not_track": "false",
                      "enable_enhanced_safety_browsing": "false", "new_startup_page": "true",
                      "data_delete_automacally": "false", "find_unpacked_extension_path": []}

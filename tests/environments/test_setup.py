@@ -105,7 +105,7 @@ def test_open_waits_for_the_application_window(desktop: DesktopSession) -> None:
     ("steps", "index", "message"),
     [
         ([{"type": "googledrive", "parameters": {}}], 0, "unsupported offline; supported: activate_window"),
-        ([{"type": "sleep", "parameters": {}}, {"type": "chrome_open_tabs", "parameters": {}}], 1, "unsupported"),
+        ([{"type": "sleep", "parameters": {}}, {"type": "googledrive", "parameters": {}}], 1, "unsupported"),
         ([{"type": "download", "parameters": {"files": [{"url": "/no/such/file", "path": "~/x"}]}}], 0,
          "no such file on this host"),
         ([{"type": "download", "parameters": {"files": [{"url": "rel/path.txt", "path": "~/x"}]}}], 0,

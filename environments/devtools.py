@@ -9,7 +9,9 @@ answers (Chrome may just have been launched) and prints one JSON answer:
 * ``{"action": "tabs"}`` -> ``[{"id", "title", "url"}, ...]``: the open pages, most recently active first
   (the order of Chrome's ``/json/list``);
 * ``{"action": "open", "urls": [...]}`` -> the pages after opening each URL in a new tab and closing the
-  page that was first before (as OSWorld's ``chrome_open_tabs`` replaces the start page).
+  page that was first before (as OSWorld's ``chrome_open_tabs`` replaces the start page);
+* ``{"action": "fetch", "url": ...}`` -> ``{"content": ...}``: the document at ``url`` as the desktop's network
+  serves it (HTTP GET; ``""`` when it cannot be fetched).
 """
 
 from __future__ import annotations
@@ -38,6 +40,13 @@ def pages(port):
     return [{"id": t["id"], "title": t.get("title", ""), "url": t.get("url", "")}
             for t in call(port, "/json/list") if t.get("type") == "page"]
 
+if request["action"] == "fetch":
+    try:
+        with urllib.request.urlopen(request["url"], timeout=60) as answer:
+            print(json.dumps({"content": answer.read().decode("utf-8", "replace")}))
+    except (OSError, ValueError):
+        print(json.dumps({"content": ""}))
+    sys.exit(0)
 deadline = time.time() + float(request.get("wait_s", 30))
 port = None
 while port is None:
@@ -56,7 +65,7 @@ while port is None:
 if request["action"] == "open":
     before = pages(port)
     for index, url in enumerate(request["urls"]):
-        call(port, "/json/new?" + urllib.parse.quote(url, safe=":/?&=%#@+,;~"), method="PUT")
+        call(port, "/json/new?" + urllib.parse.quote(url, safe=":/"), method="PUT")  # Chrome unescapes it whole
         if index == 0 and before:
             call(port, "/json/close/" + before[0]["id"])
 print(json.dumps(pages(port)))

@@ -12,11 +12,16 @@ suffix list (never fetched).
 * ``is_expected_active_tab(result, rules)`` — the active tab (a ``{"url": ...}`` or a URL) matches
   ``rules['url']``; ``is_expected_active_tab_approximate`` compares without the query string.
 * ``is_expected_url_pattern_match(result, rules)`` — every regex of ``rules['expected']`` is found in the URL.
+* ``is_expected_bookmarks(result, rules)`` — over the bookmark bar of a ``Bookmarks`` file's roots:
+  ``bookmark_bar_folders_names`` (the folders' names as a set), ``bookmark_bar_websites_urls`` (the links'
+  URLs as a set), ``liked_authors_websites_urls`` (the links in its "Liked Authors" folder equal, as a set, one
+  choice per entry of ``rules['urls']``, an entry being a URL or a list of alternatives).
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import ParseResult, urlparse, urlunparse
@@ -89,3 +94,23 @@ def is_expected_url_pattern_match(result: Any, rules: Mapping[str, Any] | None =
     if not isinstance(url, str) or not isinstance(rules, Mapping):
         return 0.0
     return float(all(re.search(pattern, url) for pattern in rules.get("expected", [])))
+
+
+def is_expected_bookmarks(result: Any, rules: Mapping[str, Any] | None = None, **_: Any) -> float:
+    if not result or not isinstance(rules, Mapping):
+        return 0.0
+    bar = result["bookmark_bar"]["children"]
+    kind = rules.get("type")
+    if kind == "bookmark_bar_folders_names":
+        return float({b["name"] for b in bar if b["type"] == "folder"} == set(rules["names"]))
+    if kind == "bookmark_bar_websites_urls":
+        return float({b["url"] for b in bar if b["type"] == "url"} == set(rules["urls"]))
+    if kind == "liked_authors_websites_urls":
+        folder = next((b for b in bar if b["type"] == "folder" and b["name"] == "Liked Authors"), None)
+        if folder is None:
+            return 0.0
+        links = {b["url"] for b in folder["children"] if b["type"] == "url"}
+        choices = [[url] if isinstance(url, str) else list(url) for url in rules["urls"]]
+        return float(any(set(combination) == links for combination in itertools.product(*choices)))
+    raise ValueError(f"is_expected_bookmarks: rules type {kind!r} is not supported; use bookmark_bar_folders_names, "
+                     "bookmark_bar_websites_urls or liked_authors_websites_urls")

@@ -15,16 +15,28 @@ is a :class:`ValueError` (a crashed judgement). Each getter answers as upstream'
   exists;
 * ``find_unpacked_extension_path`` — the ``path`` of every extension in ``extensions.settings``.
 
-``open_tabs_info`` asks the running browser instead, through its DevTools endpoint from inside the desktop
-(:meth:`environments.client.EnvironmentClient.devtools`): ``[{"title", "url"}, ...]`` for the open pages,
-``[]`` when no browser answers (upstream's answer then). Titles are the pages' current ones (upstream waits
-for each page to go network-idle first).
+* ``bookmarks`` — the ``roots`` of the profile's ``Bookmarks`` file (``[]`` when there is none).
+
+The tab getters ask the running browser instead, through its DevTools endpoint from inside the desktop
+(:meth:`environments.client.EnvironmentClient.devtools`); "the active tab" is the page with the most recent
+activity (Chrome lists pages in that order):
+
+* ``open_tabs_info`` — ``[{"title", "url"}, ...]`` for the open pages, ``[]`` when no browser answers
+  (upstream's answer then). Titles are the pages' current ones (upstream waits for network-idle first).
+* ``active_url_from_accessTree`` — what upstream reads from the address bar (the URL without its scheme)
+  behind ``goto_prefix`` (default ``https://``); None without a browser or a page.
+* ``active_tab_info`` — ``{"title", "url", "content"}`` of the active tab, the content fetched from that
+  URL inside the desktop (upstream renders it in a new page: a script-built page differs); None without one.
+* ``active_tab_url_parse`` — the ``parse_keys`` query parameters of the active URL (first values, ``""`` when
+  absent), renamed by ``replace``, split at commas with ``split_list``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Mapping
+from urllib.parse import parse_qs, urlparse
 
 import structlog
 
@@ -33,6 +45,7 @@ from core.errors import ScaleCUAError
 log = structlog.get_logger(__name__)
 
 PREFERENCES = "~/.config/google-chrome/Default/Preferences"
+BOOKMARKS = "~/.config/google-chrome/Default/Bookmarks"
 
 
 async def preferences(env: Any) -> dict[str, Any]:
@@ -93,5 +106,55 @@ async def get_open_tabs_info(env: Any, config: Mapping[str, Any]) -> list[dict[s
     return [{"title": tab["title"], "url": tab["url"]} for tab in tabs]
 
 
+async def _tabs(env: Any, wait_s: float = 5) -> list[dict[str, str]] | None:
+    try:
+        return await env.client.devtools({"action": "tabs", "wait_s": wait_s})
+    except ScaleCUAError as exc:
+        log.info("no browser answers", error=str(exc))
+        return None
+
+
+async def get_active_url_from_accessTree(env: Any, config: Mapping[str, Any]) -> str | None:  # noqa: N802
+    tabs = await _tabs(env)
+    if not tabs or not tabs[0]["url"]:
+        return None
+    return f"{config.get('goto_prefix', 'https://')}{re.sub(r'^[a-zA-Z][a-zA-Z0-9+.-]*://', '', tabs[0]['url'])}"
+
+
+async def get_active_tab_info(env: Any, config: Mapping[str, Any]) -> dict[str, str] | None:
+    tabs = await _tabs(env)
+    if not tabs:
+        return None
+    url = await get_active_url_from_accessTree(env, config)
+    fetched = await env.client.devtools({"action": "fetch", "url": url})
+    return {"title": tabs[0]["title"], "url": tabs[0]["url"], "content": fetched["content"]}
+
+
+async def get_active_tab_url_parse(env: Any, config: Mapping[str, Any]) -> dict[str, Any] | None:
+    keys = config.get("parse_keys")
+    if not isinstance(keys, list):
+        raise ValueError(f"active_tab_url_parse getter config {dict(config)!r} needs 'parse_keys' (a list)")
+    url = await get_active_url_from_accessTree(env, config)
+    if url is None:
+        return None
+    query = parse_qs(urlparse(url).query)
+    params: dict[str, Any] = {key: query.get(key, [""])[0] for key in keys}
+    for old, new in dict(config.get("replace") or {}).items():
+        params[new] = params.pop(old)
+    if config.get("split_list", False):
+        params = {key: value.split(",") for key, value in params.items()}
+    return params
+
+
+async def get_bookmarks(env: Any, config: Mapping[str, Any]) -> Any:
+    data = await env.client.get_file(BOOKMARKS)
+    if not data:
+        return []
+    return json.loads(data).get("roots", {})
+
+
 #: registry name -> function (OSWorld's ``get_<name>``)
 GETTERS = {name[len("get_"):]: obj for name, obj in dict(globals()).items() if name.startswith("get_")}
+#: the getters that read ``Preferences``
+PREFERENCE_GETTERS = ("default_search_engine", "profile_name", "enable_do_not_track", "enable_enhanced_safety_browsing",
+                      "new_startup_page", "data_delete_automacally", "find_unpacked_extension_path")

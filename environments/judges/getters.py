@@ -194,6 +194,16 @@ async def get_gimp_config_file(env: Any, config: Mapping[str, Any]) -> str:
     return str(target)
 
 
+async def get_vlc_config(env: Any, config: Mapping[str, Any]) -> str:
+    """VLC's configuration file ``~/.config/vlc/vlcrc`` into the cache (as ``dest``)."""
+    data = await env.client.get_file("~/.config/vlc/vlcrc")
+    if data is None:
+        raise FileNotFoundError("vlc_config: ~/.config/vlc/vlcrc does not exist on the desktop (VLC writes it on exit)")
+    target = _cache_path(env, str(config.get("dest") or "vlcrc"))
+    target.write_bytes(data)
+    return str(target)
+
+
 #: registry name -> function (OSWorld's ``get_<name>``)
 GETTERS = {
     name[len("get_"):]: obj for name, obj in dict(globals()).items() if name.startswith("get_") and callable(obj)

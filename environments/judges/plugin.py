@@ -12,10 +12,12 @@ _GETTERS = {
     "environments.judges.getters": (
         "vm_file", "cloud_file", "cache_file", "vm_command_line", "vm_command_error", "rule", "accessibility_tree",
         "list_directory", "vm_screen_size", "vm_file_text", "vm_files_exist", "gimp_config_file",
+        "vlc_config",
     ),
     "environments.judges.chrome": (
         "default_search_engine", "profile_name", "enable_do_not_track", "enable_enhanced_safety_browsing",
         "new_startup_page", "data_delete_automacally", "find_unpacked_extension_path", "open_tabs_info",
+        "active_url_from_accessTree", "active_tab_info", "active_tab_url_parse", "bookmarks",
     ),
 }
 GETTER_NAMES = tuple(name for names in _GETTERS.values() for name in names)
@@ -42,7 +44,7 @@ _METRICS = {
     ),
     "environments.judges.browser": (
         "is_expected_tabs", "is_expected_active_tab", "is_expected_active_tab_approximate",
-        "is_expected_url_pattern_match",
+        "is_expected_url_pattern_match", "is_expected_bookmarks",
     ),
     "environments.judges.images": ("compare_images",),
     "environments.judges.gimp": (

@@ -10,6 +10,7 @@ import asyncio
 import functools
 import http.server
 import threading
+import types
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,10 @@ import pytest
 from core.interfaces import JudgeServices
 from core.pluginmanager import load_plugins
 from core.types import JudgementStatus, Task
-from environments.judges.browser import compare_urls, is_expected_tabs, is_expected_url_pattern_match
+from environments.judges import chrome
+from environments.judges.browser import (
+    compare_urls, is_expected_bookmarks, is_expected_tabs, is_expected_url_pattern_match,
+)
 from environments.local_desktop import LocalDesktopBackend, LocalDesktopOptions
 
 pytestmark = pytest.mark.desktop
@@ -25,7 +29,7 @@ pytestmark = pytest.mark.desktop
 
 @pytest.fixture()
 def site(tmp_path: Path):  # type: ignore[no-untyped-def]
-    for name in ("alpha", "beta"):
+    for name in ("alpha", "beta"):  # beta.html is also served for beta.html?q=...
         (tmp_path / f"{name}.html").write_text(f"<html><head><title>{name}</title></head><body>{name}</body></html>")
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -35,7 +39,7 @@ def site(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def test_two_desktops_open_and_judge_their_own_tabs(tmp_path: Path, site: str) -> None:
-    urls = [f"{site}/alpha.html", f"{site}/beta.html"]
+    urls = [f"{site}/alpha.html", f"{site}/beta.html?q=cats&lang=en"]
     task = Task.model_validate({
         "id": "chrome-tabs", "instruction": "test",
         "config": [
@@ -57,6 +61,14 @@ def test_two_desktops_open_and_judge_their_own_tabs(tmp_path: Path, site: str) -
             right = await pool.evaluate(env, task, judge=judge, last_action=None)
             assert right.status == JudgementStatus.OK, right.error
             missed = await pool.evaluate(env, wrong, judge=judge, last_action=None)
+            # the tab opened last is the active one
+            view = types.SimpleNamespace(client=env.client)
+            assert await chrome.get_active_url_from_accessTree(view, {"goto_prefix": "http://"}) == urls[1]
+            info = await chrome.get_active_tab_info(view, {"goto_prefix": "http://"})
+            assert info is not None and info["title"] == "beta" and "<body>beta</body>" in info["content"]
+            parsed = await chrome.get_active_tab_url_parse(
+                view, {"goto_prefix": "http://", "parse_keys": ["q", "lang"], "replace": {"q": "query"}})
+            assert parsed == {"lang": "en", "query": "cats"}
             profile = env.home_dir / ".config" / "google-chrome"
             return right.score, missed.score, sorted(p.name for p in profile.iterdir())
         finally:
@@ -88,3 +100,23 @@ def test_url_rules_as_upstream() -> None:
     found = {"url": "https://x.com/search?q=cats"}
     assert is_expected_url_pattern_match(found, {"expected": [r"q=cats", r"x\.com"]}) == 1.0
     assert is_expected_url_pattern_match("https://x.com/", {"expected": [r"q=cats"]}) == 0.0
+
+
+def test_bookmark_rules_as_upstream() -> None:
+    def link(url: str) -> dict:
+        return {"type": "url", "url": url, "name": url}
+
+    roots = {"bookmark_bar": {"children": [
+        {"type": "folder", "name": "Liked Authors", "children": [link("https://a.org/x"), link("https://b.org/y")]},
+        {"type": "folder", "name": "Work", "children": []},
+        link("https://news.example"),
+    ]}}
+    assert is_expected_bookmarks(roots, {"type": "bookmark_bar_folders_names", "names": ["Work", "Liked Authors"]}) == 1
+    assert is_expected_bookmarks(roots, {"type": "bookmark_bar_folders_names", "names": ["Work"]}) == 0.0
+    assert is_expected_bookmarks(roots, {"type": "bookmark_bar_websites_urls", "urls": ["https://news.example"]}) == 1
+    liked = {"type": "liked_authors_websites_urls", "urls": [["https://a.org/x", "https://a.org/z"], "https://b.org/y"]}
+    assert is_expected_bookmarks(roots, liked) == 1.0
+    assert is_expected_bookmarks(roots, {**liked, "urls": ["https://a.org/z", "https://b.org/y"]}) == 0.0
+    assert is_expected_bookmarks([], liked) == 0.0
+    with pytest.raises(ValueError, match="not supported"):
+        is_expected_bookmarks(roots, {"type": "reading_list"})

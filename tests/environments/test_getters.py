@@ -86,7 +86,7 @@ def test_chrome_profile_getters_read_the_preferences_file(desktop: DesktopSessio
     profile = desktop.home / ".config" / "google-chrome" / "Default"
     profile.mkdir(parents=True, exist_ok=True)
     preferences = profile / "Preferences"
-    readers = {name: getter for name, getter in chrome.GETTERS.items() if name != "open_tabs_info"}
+    readers = {name: getter for name, getter in chrome.GETTERS.items() if name in chrome.PREFERENCE_GETTERS}
     for getter in readers.values():  # no Preferences yet: the evaluation scores such a task 0
         with pytest.raises(FileNotFoundError, match="Preferences"):
             call(desktop, tmp_path, lambda env, getter=getter: getter(env, {}))
@@ -111,6 +111,21 @@ def test_chrome_profile_getters_read_the_preferences_file(desktop: DesktopSessio
     preferences.write_text("not json")
     with pytest.raises(ValueError, match="not JSON"):
         call(desktop, tmp_path, lambda env: chrome.get_profile_name(env, {}))
+
+
+def test_bookmarks_and_vlc_config_come_from_the_desktops_profiles(desktop: DesktopSession, tmp_path: Path) -> None:
+    assert call(desktop, tmp_path, lambda env: chrome.get_bookmarks(env, {})) == []  # no Bookmarks file yet
+    profile = desktop.home / ".config" / "google-chrome" / "Default"
+    profile.mkdir(parents=True, exist_ok=True)
+    roots = {"bookmark_bar": {"children": [{"type": "url", "name": "x", "url": "https://x.org/"}]}, "other": {}}
+    (profile / "Bookmarks").write_text(json.dumps({"checksum": "0", "roots": roots, "version": 1}))
+    assert call(desktop, tmp_path, lambda env: chrome.get_bookmarks(env, {})) == roots
+    with pytest.raises(FileNotFoundError, match="vlcrc"):
+        call(desktop, tmp_path, lambda env: g.get_vlc_config(env, {"dest": "vlcrc"}))
+    (desktop.home / ".config" / "vlc").mkdir(parents=True, exist_ok=True)
+    (desktop.home / ".config" / "vlc" / "vlcrc").write_text("[qt]\nqt-max-volume=200\n")
+    local = call(desktop, tmp_path, lambda env: g.get_vlc_config(env, {"dest": "vlcrc"}))
+    assert Path(local).read_text() == "[qt]\nqt-max-volume=200\n"
 
 
 def test_command_getters_return_the_output(desktop: DesktopSession, tmp_path: Path) -> None:

@@ -36,3 +36,6 @@ if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
   "${PIP[@]}" install "torch==${SCALECUA_TORCH_VERSION:-2.13.0}" >&2
 fi
 "${PIP[@]}" install -e '.[dev]' >&2
+# OSWorld's own package, for the judges' conformance tests (tests/judges/test_conformance.py): it pins torch ~2.5
+# and transformers ~4.35, so it comes without its dependencies (what its compared modules import is in [dev])
+"${PIP[@]}" install --no-deps "desktop-env==1.0.2" >&2

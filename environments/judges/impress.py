@@ -10,7 +10,8 @@ user settings (``registrymodifications.xcu``) and the accessibility tree.
   ``rules['transition_type']`` (e.g. ``dissolve``).
 * ``check_page_number_colors(result, rules)`` — the second-to-last solid RGB colour of the first slide master
   (where upstream finds the slide-number placeholder's) is ``rules['color']`` (red / blue / green: that
-  channel 50 above both others; black: all three below 50).
+  channel 50 above both others; black: all three below 50), its channels read as upstream reads them
+  (shifted by one hex digit, see ``_channels``).
 * ``evaluate_presentation_fill_to_rgb_distance(result, rules)`` — 1 minus the mean over slides of the solid
   background colour's Euclidean RGB distance to ``rules['rgb']`` (normalized by white's distance to black);
   a slide whose background follows the master uses the master's; a non-solid background, or one still at
@@ -107,7 +108,9 @@ def check_transition(result: str | None, rules: Mapping[str, Any] | None = None,
 
 
 def _channels(value: str) -> tuple[int, int, int]:
-    return int(value[0:2], 16), int(value[2:4], 16), int(value[4:6], 16)
+    """Upstream reads ``val`` as if it were ``#RRGGBB`` (characters 1-2, 3-4, 5-6), but OOXML writes ``RRGGBB``:
+    the channels it compares are shifted by one character. Kept, so scores match upstream's."""
+    return int(value[1:3], 16), int(value[3:5], 16), int(value[5:7] or "0", 16)
 
 
 def check_page_number_colors(result: str | None, rules: Mapping[str, Any] | None = None, **_: Any) -> float:

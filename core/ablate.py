@@ -105,11 +105,12 @@ def summarize_run(run_dir: Path | None, metrics: list[str], last: int) -> dict[s
 
 def curves(run_dir: Path | None, metrics: list[str]) -> dict[str, list[list[float]]]:
     """Per metric, ``[rollouts spent so far, value]`` at each iteration that reports it (periodic evaluations
-    only report on their iterations). Rollouts count the training episodes (``rollout/episodes``)."""
+    only report on their iterations). Rollouts count every training episode run (``rollout/episodes_run``,
+    including groups a sampler dropped, as DAPO's filter does; ``rollout/episodes`` in older runs)."""
     out: dict[str, list[list[float]]] = {m: [] for m in metrics}
     spent = 0.0
     for record in MetricsLog(run_dir).read() if run_dir else []:
-        spent += float(record.get("rollout/episodes") or 0.0)
+        spent += float(record.get("rollout/episodes_run", record.get("rollout/episodes")) or 0.0)
         for key in metrics:
             value = record.get(key)
             if isinstance(value, (int, float)):

@@ -251,6 +251,7 @@ class AsyncIterations:
         counts = Counter(taken.staleness)
         counters: dict[str, float] = {
             "rollout/env_errors": float(taken.env_errors), "rollout/lost": float(taken.lost_rollouts),
+            "rollout/episodes_run": float(sum(len(g.trajectories) for g in taken.observed)),
             "async/dropped_stale": float(taken.dropped_stale), "async/lost_groups": float(taken.lost_groups),
             "async/staleness_mean": sum(taken.staleness) / max(len(taken.staleness), 1),
             "async/staleness_max": float(max(taken.staleness, default=0)),

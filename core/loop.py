@@ -234,7 +234,7 @@ class TrainingRun:
         self.display.start_iteration(it, len(task_ids) * a.n_rollouts)
         kept: list[RolloutGroup] = []
         outcomes: dict[str, list[float]] = {}
-        extra_draws, env_errors, lost = 0, 0, 0
+        extra_draws, env_errors, lost, episodes_run = 0, 0, 0, 0
         with timer.phase("rollout"):
             pending = task_ids
             while pending:
@@ -245,6 +245,7 @@ class TrainingRun:
                 )
                 env_errors += stats.env_errors
                 lost += stats.lost_rollouts
+                episodes_run += sum(len(group.trajectories) for group in groups)
                 for group in groups:
                     outcomes[group.task_id] = group_outcomes(group)
                     if c.sampler.accept(group.task_id, self.rewards(group)):
@@ -254,8 +255,9 @@ class TrainingRun:
                 pending = c.sampler.top_up(it, missing, seen) if missing > 0 else []
                 if pending:
                     extra_draws += 1
+        # rollout/episodes counts the trained (kept) groups' episodes; episodes_run also those a sampler dropped
         counters = {"rollout/env_errors": float(env_errors), "rollout/lost": float(lost),
-                    "sampler/top_up_rounds": float(extra_draws)}
+                    "rollout/episodes_run": float(episodes_run), "sampler/top_up_rounds": float(extra_draws)}
         return await self.train_on(c, kept, outcomes, counters, timer)
 
     def rewards(self, group: RolloutGroup) -> list[float]:

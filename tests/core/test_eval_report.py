@@ -103,8 +103,8 @@ def test_ablation_curves_put_each_metric_against_the_rollouts_spent(tmp_path):
     log = MetricsLog(tmp_path)
     log.append({"iteration": 0, "rollout/episodes": 24.0, "success/rate": 0.25})
     log.append({"iteration": 1, "rollout/episodes": 40.0, "success/rate": 0.5, "eval/success": 0.4})  # a refill
-    log.append({"iteration": 2, "rollout/episodes": 24.0, "success/rate": 0.75})
-    got = curves(tmp_path, ["success/rate", "eval/success"])
+    log.append({"iteration": 2, "rollout/episodes": 8.0, "rollout/episodes_run": 24.0, "success/rate": 0.75})
+    got = curves(tmp_path, ["success/rate", "eval/success"])  # episodes_run (dropped groups too) where recorded
     assert got == {"success/rate": [[24.0, 0.25], [64.0, 0.5], [88.0, 0.75]], "eval/success": [[64.0, 0.4]]}
     assert curves(None, ["success/rate"]) == {"success/rate": []}
     plot_ablation({"sampler=frontier": got, "sampler=uniform": got}, tmp_path / "ablation.png")

@@ -132,6 +132,7 @@ def test_async_run_trains_within_the_staleness_bound(tmp_path, sampler):
     for row in rows:
         assert row["async/staleness_max"] <= 1 and row["groups/kept"] <= 2
         assert row["async/staleness_0"] + row["async/staleness_1"] == row["groups/kept"]
+        assert row["rollout/episodes_run"] >= row["rollout/episodes"]  # what was run, dropped groups too
         assert 0 <= row["async/trainer_idle_share"] <= 1 and 0 <= row["async/rollout_idle_share"] <= 1
     summary = json.loads((run_dir / "report" / "summary.json").read_text())
     assert "async.png" in summary["files"] and (run_dir / "report" / "async.png").stat().st_size > 0

@@ -140,6 +140,9 @@ class TasksSection(_Strict):
     #: a JSON object {task_id: pass rate} measured earlier (the recipe's refine stage); the sampler starts
     #: from these estimates instead of its prior (and instead of an initial pass over those tasks)
     pass_rates: str | None = None
+    #: a task naming a setup step, getter or metric nothing here provides: ``error`` (one config error listing
+    #: them, before any desktop starts) or ``skip`` (left out, listed in skipped_tasks.json); core/task_check.py
+    unsupported: Literal["error", "skip"] = "error"
 
 
 #: config slot -> registry kind (the one table: core/kinds.py)

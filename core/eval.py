@@ -27,7 +27,7 @@ from core import checkpoint, logs, rundir
 from core.cli import config_parser, main_guard
 from core.config import load_config
 from core.errors import CheckpointError
-from core.loop import build_components
+from core.components import build_components
 from core.weight_sync import sync_weights
 from core.metrics import write_rollouts
 from core.rollouts import collect_groups

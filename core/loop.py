@@ -17,7 +17,6 @@ import asyncio
 import json
 import signal
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -25,80 +24,15 @@ import structlog
 
 from core import advantages, checkpoint, progress, updates
 from core.config import ResolvedConfig
-from core.episode import EpisodeDeps, EpisodeSettings
-from core.interfaces import JudgeServices
+from core.components import Components, build_components
 from core.metrics import MetricsLog, PhaseTimer, rollout_metrics, write_rollouts
 from core.pluginmanager import Plugins
 from core.rollouts import collect_groups
-from core.tasks import load_tasks
 from core.tracking import start_trackers
 from core.types import RolloutGroup, Task, Trajectory
 from core.weight_sync import sync_weights
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass
-class Components:
-    """The live components of a run, created from the config's slots."""
-
-    model: Any
-    backend: Any
-    sampler: Any
-    segmenter: Any
-    trainer: Any
-    engine: Any
-    executor: Any
-    tasks: dict[str, Task]
-    deps: EpisodeDeps
-
-    async def close(self) -> None:
-        for what, closer in (("rollout engine", self.engine.close), ("judge executor", self.executor.close),
-                             ("environments", self.backend.close)):
-            try:
-                await closer()
-            except Exception as exc:  # keep closing the rest
-                log.warning(f"closing the {what} failed", error=str(exc))
-        if self.trainer is not None:
-            self.trainer.close()
-
-
-def settings_from(resolved: ResolvedConfig) -> EpisodeSettings:
-    a, loop_cfg = resolved.config.algorithm, resolved.config.rollout_loop
-    return EpisodeSettings(
-        max_turns=a.max_turns, max_new_tokens=a.max_new_tokens, max_seq_len=a.max_seq_len,
-        temperature=a.temperature, top_p=a.top_p, max_parse_failures=a.max_parse_failures,
-        env_call_timeout_s=loop_cfg.env_call_timeout_s, episode_timeout_s=loop_cfg.episode_timeout_s,
-    )
-
-
-def build_components(
-    resolved: ResolvedConfig, plugins: Plugins, run_dir: Path, *, train: bool = True, task_paths: list[str] | None = None
-) -> Components:
-    """Create every component of an RL run. ``train=False`` (evaluation) skips sampler and trainer."""
-    cfg = resolved.config
-    seed = cfg.run.seed
-    paths = cfg.tasks.paths if task_paths is None else task_paths
-    model = resolved.create("model", plugins, run_dir=run_dir)
-    backend = resolved.create("environment", plugins, run_dir=run_dir)
-    base_dir = resolved.source.parent if resolved.source else None
-    tasks = load_tasks(paths, base_dir=base_dir, convert=backend.convert_task,
-                       include=cfg.tasks.include if task_paths is None else None, domains=cfg.tasks.domains)
-    if not tasks:
-        raise_empty(paths)
-    sampler = resolved.create("sampler", plugins) if train else None
-    if sampler is not None:
-        sampler.setup(tasks, seed=seed)
-    segmenter = resolved.create("segmenter", plugins)
-    trainer = resolved.create("trainer", plugins, model=model, algorithm=cfg.algorithm, seed=seed,
-                              objective="grpo") if train else None
-    engine = resolved.create("rollout", plugins, model=model, seed=seed)
-    executor = resolved.create("judge", plugins)
-    deps = EpisodeDeps(
-        backend=backend, engine=engine, renderer=model.renderer(), segmenter=segmenter,
-        judge=JudgeServices.of(plugins, executor), settings=settings_from(resolved),
-    )
-    return Components(model, backend, sampler, segmenter, trainer, engine, executor, {t.id: t for t in tasks}, deps)
 
 
 async def in_thread(fn: Any, *args: Any) -> Any:
@@ -128,13 +62,6 @@ def load_pass_rates(path: str, tasks: Mapping[str, Task]) -> dict[str, float]:
     if not isinstance(data, dict) or not all(isinstance(v, (int, float)) and 0 <= v <= 1 for v in data.values()):
         raise ConfigError([f"tasks.pass_rates: {path} must be a JSON object {{task_id: rate in [0, 1]}}"])
     return {str(k): float(v) for k, v in data.items() if k in tasks}
-
-
-def raise_empty(paths: list[str]) -> None:
-    from core.errors import ConfigError
-
-    raise ConfigError([f"tasks.paths: no tasks found in {paths or '(no paths given)'}; point it at task JSON "
-                       "files or directories, e.g. package:environments.tasks/osworld"])
 
 
 class TrainingRun:

@@ -123,7 +123,7 @@ async def record_oracles(tasks: Sequence[Task], deps: EpisodeDeps, *, repeats: i
 
 
 async def record(resolved: Any, plugins: Any, run_dir: Path, out: Path, *, repeats: int) -> dict[str, Any]:
-    from core.loop import build_components
+    from core.components import build_components
 
     c = build_components(resolved, plugins, run_dir, train=False)
     try:

@@ -120,7 +120,7 @@ class WarmStart:
             log.info("reusing recorded oracle demonstrations", path=str(out))
             return out
         from core.episode import EpisodeDeps
-        from core.loop import settings_from
+        from core.components import settings_from
         from core.record import record_oracles
 
         wanted = set(source.include) if source.include is not None else None

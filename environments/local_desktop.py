@@ -34,7 +34,7 @@ from core.interfaces import Environment, EnvironmentBackend, JudgeServices
 from core.types import Action, ActionType, Judgement, Observation, Screenshot, Task
 from environments import actions, desktop_user, display, home_template
 from environments.client import EnvironmentClient, ProbeError, act_and_observe
-from environments.setup import SetupContext, SetupError, run_setup
+from environments.setup import SetupContext, SetupError, run_setup, unsupported_step_types
 
 log = structlog.get_logger(__name__)
 
@@ -389,6 +389,9 @@ class LocalDesktopBackend(EnvironmentBackend):
 
     def format_response(self, demonstrated: Sequence[Action]) -> str:
         return actions.format_response(demonstrated, self.options.action_format)
+
+    def unsupported_steps(self, task: Task) -> list[str]:
+        return unsupported_step_types(task)
 
     async def evaluate(
         self,

@@ -275,6 +275,12 @@ STEP_HANDLERS: dict[str, StepHandler] = {
 }
 
 
+def unsupported_step_types(task: Any) -> list[str]:
+    """The step types of ``task``'s setup and postconfig that no handler here runs (each once)."""
+    steps = [*task.config, *task.evaluator.postconfig]
+    return list(dict.fromkeys(step.type for step in steps if step.type not in STEP_HANDLERS))
+
+
 def check_steps(steps: Sequence[SetupStep | Mapping[str, Any]]) -> list[SetupStep]:
     """Validate step types up front (before anything runs); raises SetupError for the first unsupported one."""
     parsed = [s if isinstance(s, SetupStep) else SetupStep.model_validate(s) for s in steps]

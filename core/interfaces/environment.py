@@ -86,6 +86,11 @@ class EnvironmentBackend(abc.ABC):
         """Score ``env``'s final state for ``task`` with ``judge``'s getters, metrics and executor; never raises
         for a judge failure (an environment failure propagates: the episode is retried, not scored)."""
 
+    def unsupported_steps(self, task: Task) -> list[str]:
+        """The setup step types of ``task`` (``config`` and ``evaluator.postconfig``) this backend cannot run;
+        checked for the whole pool before any desktop starts (:mod:`core.task_check`). Default: none."""
+        return []
+
     def convert_task(self, raw: Mapping[str, Any]) -> Task:
         """Turn a task file's JSON into a :class:`Task` (OSWorld format by default)."""
         return Task.model_validate(raw)

@@ -49,7 +49,7 @@ from environments.containers.engine import (
 )
 from environments.containers.pool import Slot, WarmPool
 from environments.local_desktop import LocalDesktopBackend
-from environments.setup import SetupContext, SetupError, run_setup
+from environments.setup import SetupContext, SetupError, run_setup, unsupported_step_types
 
 log = structlog.get_logger(__name__)
 
@@ -392,6 +392,9 @@ class ContainerBackend(EnvironmentBackend):
 
     def format_response(self, demonstrated: Sequence[Action]) -> str:
         return LocalDesktopBackend.format_response(self, demonstrated)  # type: ignore[arg-type]
+
+    def unsupported_steps(self, task: Task) -> list[str]:
+        return unsupported_step_types(task)
 
     async def evaluate(self, env: Environment, task: Task, *, judge: JudgeServices,
                        last_action: Action | None) -> Judgement:

@@ -249,6 +249,9 @@ class RayEnvironmentPool(EnvironmentBackend):
     def convert_task(self, raw: Any) -> Task:
         return self.protocol.convert_task(raw)
 
+    def unsupported_steps(self, task: Task) -> list[str]:
+        return self.protocol.unsupported_steps(task)
+
     async def evaluate(self, env: Environment, task: Task, *, judge: JudgeServices,
                        last_action: Action | None) -> Judgement:
         """Judged on the environment's worker, with that worker's executor and registries (next to the desktop)."""

@@ -236,7 +236,7 @@ def test_segments_carry_the_oldest_version_of_a_partial_rollout(plugins):
 def test_episode_timeout_ends_the_episode_between_turns(plugins):
     """``rollout_loop.episode_timeout_s`` is read: an episode past it ends as incomplete at the next turn."""
     from core.episode import EpisodeDeps, EpisodeSettings, run_episode
-    from core.loop import settings_from
+    from core.components import settings_from
     from core.config import load_config
     from core.types import EpisodeStatus, Task
     from plugins.qwen_vl.model import QwenVLModel, QwenVLOptions

@@ -172,7 +172,7 @@ def test_environment_dying_mid_episode_is_replaced_and_never_scored(tmp_path, pl
 
     from core import hookimpl
     from core.config import load_config
-    from core.loop import build_components
+    from core.components import build_components
     from core.rollouts import collect_groups
     from environments import display
     from environments.local_desktop import LocalDesktopBackend

@@ -56,7 +56,7 @@ def small_config(tmp_path: Path, **extra: object) -> Path:
 
 @pytest.mark.desktop
 def test_a_recorded_oracle_round_trips_through_the_parser_and_the_segmenter(tmp_path) -> None:
-    from core.loop import build_components
+    from core.components import build_components
     from core.record import record_oracles
 
     resolved, plugins = load_config(small_config(tmp_path))
@@ -111,7 +111,7 @@ def test_bad_demonstrations_are_one_error_listing_every_problem_and_nothing_trai
         {"task_id": "os-count-lines", "success": True, "initial_screenshot": "shots/a.png", "turns": good_turns},
     ]
     (demos / "demos.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    config = small_config(tmp_path, **{"algorithm.max_seq_len": 600})
+    config = small_config(tmp_path, **{"algorithm.max_seq_len": 100})  # below one screenshot + the system prompt
     raw = yaml.safe_load(config.read_text())
     raw["warm_start"]["demonstrations"] = {"paths": [str(demos / "demos.jsonl")]}
     config.write_text(yaml.safe_dump(raw))
@@ -124,7 +124,7 @@ def test_bad_demonstrations_are_one_error_listing_every_problem_and_nothing_trai
     assert f"{file}:1: turn 0: the response does not parse into actions" in err
     assert f"{file}:2: unknown task id 'no-such-task'" in err
     assert f"{file}:3: the first observation: screenshot {demos / 'shots' / 'missing.png'} is missing" in err
-    assert f"{file}:4: segment 0 has" in err and "more than algorithm.max_seq_len = 600" in err
+    assert f"{file}:4: segment 0 has" in err and "more than algorithm.max_seq_len = 100" in err
     run_dir = only_run_dir(tmp_path / "runs")
     assert not (run_dir / "checkpoints").exists() and not (run_dir / "metrics.jsonl").exists()
 

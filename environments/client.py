@@ -43,6 +43,10 @@ class ProbeError(ScaleCUAError):
         super().__init__(f"probe {endpoint}: {where}: {reason}")
 
 
+class ProbeUnavailableError(ProbeError, EnvironmentFailure):
+    """The probe answered 503: its desktop cannot serve the request (the display died; an environment failure)."""
+
+
 class ProbeConnectionError(ProbeError, EnvironmentFailure):
     """The probe is unreachable, closed the connection, or timed out (an environment failure)."""
 
@@ -96,7 +100,8 @@ class EnvironmentClient:
         except httpx.TransportError as exc:
             raise ProbeConnectionError(endpoint, f"cannot reach {self.base_url}: {exc!r}") from exc
         if response.status_code not in ok_statuses:
-            raise ProbeError(endpoint, response.status_code, _reason_from(response))
+            error = ProbeUnavailableError if response.status_code == 503 else ProbeError
+            raise error(endpoint, response.status_code, _reason_from(response))
         return response
 
     async def _post_json(self, endpoint: str, payload: Mapping[str, Any], **kwargs: Any) -> httpx.Response:

@@ -126,7 +126,11 @@ def index(state: ProbeState, req: Request) -> Response:
 
 
 def screenshot(state: ProbeState, req: Request) -> Response:
-    return Response(state.desktop.screenshot_png(), content_type="image/png")
+    try:
+        png = state.desktop.screenshot_png()
+    except Exception as exc:  # mss / Xlib fail in many ways (even AssertionError) once the X server is gone
+        raise HTTPError(503, f"the display cannot be captured: {exc!r}") from None
+    return Response(png, content_type="image/png")
 
 
 def get_accessibility(state: ProbeState, req: Request) -> Response:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import http.server
 import socket
+import threading
 
 import pytest
 
 from core.errors import EnvironmentFailure
 from core.types import Action, ActionType
-from environments.client import EnvironmentClient, ProbeConnectionError, ProbeError
+from environments.client import EnvironmentClient, ProbeConnectionError, ProbeError, ProbeUnavailableError
 from tests.environments.desktop_fixtures import DesktopSession, desktop  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.desktop
@@ -44,6 +46,35 @@ def test_a_silent_server_times_out_as_an_environment_failure() -> None:
         # it gave up at its own 0.5 s deadline (the error says which), not at some other, longer limit
         with pytest.raises(ProbeConnectionError, match=r"timed out after 0\.5 s"):
             asyncio.run(body())
+
+
+def test_a_probe_whose_desktop_is_gone_is_an_environment_failure() -> None:
+    """A real HTTP server on loopback answering as the probe does once its X server died (503)."""
+    class Gone(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            body = b'{"status": "error", "reason": "the display cannot be captured: AssertionError()"}'
+            self.send_response(503)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Gone)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    async def body() -> None:
+        async with EnvironmentClient(f"http://127.0.0.1:{server.server_address[1]}") as client:
+            await client.screenshot()
+
+    try:
+        with pytest.raises(ProbeUnavailableError, match="cannot be captured") as info:
+            asyncio.run(body())
+    finally:
+        server.shutdown()
+    assert isinstance(info.value, EnvironmentFailure) and info.value.status_code == 503
 
 
 def test_refusals_carry_status_and_reason(desktop: DesktopSession) -> None:

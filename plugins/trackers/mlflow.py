@@ -43,8 +43,12 @@ class MlflowTracker(Tracker):
             raise RuntimeError(f"mlflow is not installed ({exc}): pip install mlflow") from None
         self.client = MlflowClient(tracking_uri=self._uri(run_dir))
         experiment = self.client.get_experiment_by_name(self.options.experiment)
+        # a local store keeps the artifacts beside it in the run directory (MLflow's default is ./mlruns in the
+        # working directory, wherever the run was started from)
+        local = self.options.tracking_uri.startswith("sqlite:///")
+        artifacts = (run_dir / "mlflow-artifacts").resolve().as_uri() if local else None
         experiment_id = (experiment.experiment_id if experiment is not None
-                         else self.client.create_experiment(self.options.experiment))
+                         else self.client.create_experiment(self.options.experiment, artifact_location=artifacts))
         found = self.client.search_runs([experiment_id], f"tags.`mlflow.runName` = '{run_name}'", max_results=1)
         if found:  # a resumed run continues its MLflow run
             self.run_id = found[0].info.run_id

@@ -58,6 +58,8 @@ def test_three_trackers_at_once_see_the_config_the_components_and_every_metric(t
     assert [(h.step, h.value) for h in history] == [(m["iteration"], m["success/rate"]) for m in metrics]
     assert run.data.params["sampler.name"] == "frontier"
     assert run.data.params["components.trainer"].startswith("torch (scalecua")
+    # the config artifact lives in the run directory, not in ./mlruns of wherever the run started
+    assert json.loads((run_dir / "mlflow-artifacts" / run.info.run_id / "artifacts" / "config.json").read_text())
 
     [offline] = list((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))
     history, config = read_wandb(offline)

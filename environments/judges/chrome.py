@@ -29,6 +29,8 @@ activity (Chrome lists pages in that order):
   URL inside the desktop (upstream renders it in a new page: a script-built page differs); None without one.
 * ``active_tab_url_parse`` — the ``parse_keys`` query parameters of the active URL (first values, ``""`` when
   absent), renamed by ``replace``, split at commas with ``split_list``.
+* ``url_dashPart`` — the ``partIndex``-th ``/``-separated part of that URL (its query dropped with
+  ``needDeleteId``), as a string or as ``{key: part}`` (``returnType``); None when there is no such part.
 """
 
 from __future__ import annotations
@@ -144,6 +146,20 @@ async def get_active_tab_url_parse(env: Any, config: Mapping[str, Any]) -> dict[
     if config.get("split_list", False):
         params = {key: value.split(",") for key, value in params.items()}
     return params
+
+
+async def get_url_dashPart(env: Any, config: Mapping[str, Any]) -> Any:  # noqa: N802 (upstream's name)
+    if config.get("returnType") not in ("string", "json"):
+        raise ValueError(f"url_dashPart getter config {dict(config)!r} needs returnType 'string' or 'json'")
+    url = await get_active_url_from_accessTree(env, config)
+    if url is None:
+        return None
+    parts = url.split("/")
+    index = int(config["partIndex"])
+    if index >= len(parts):
+        return None
+    part = parts[index].split("?")[0] if config.get("needDeleteId", False) else parts[index]
+    return part if config["returnType"] == "string" else {config["key"]: part}
 
 
 async def get_bookmarks(env: Any, config: Mapping[str, Any]) -> Any:

@@ -17,6 +17,9 @@
   skipped) holds ``rules['expected']``.
 * ``compare_config(result, rules)`` / ``compare_answer(result, rules)`` — the file's text / the value equals
   ``rules['expected']``.
+* ``check_mp3_meta(result, rules)`` — every ``{tag: value rule}`` of ``rules`` holds for the file's ID3 tags
+  (mutagen's EasyID3 names, e.g. ``title``, ``artist``; several values joined with commas, a missing tag
+  ``""``); rules as :func:`environments.judges.rules.match_value`. A file without ID3 tags scores 0.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import structlog
+
+from environments.judges.rules import match_value
 
 log = structlog.get_logger(__name__)
 
@@ -174,3 +179,20 @@ def compare_config(result: str | None, rules: Mapping[str, Any] | None = None, *
 
 def compare_answer(result: Any, rules: Mapping[str, Any] | None = None, **_: Any) -> float:
     return float(bool(result) and isinstance(rules, Mapping) and result == rules.get("expected"))
+
+
+def check_mp3_meta(result: str | None, rules: Mapping[str, Any] | None = None, **_: Any) -> float:
+    from mutagen.easyid3 import EasyID3
+    from mutagen.id3 import ID3NoHeaderError
+
+    if not result or not os.path.isfile(result) or not isinstance(rules, Mapping):
+        return 0.0
+    try:
+        tags = EasyID3(result)
+    except ID3NoHeaderError:
+        return 0.0
+    for key, rule in rules.items():
+        value = tags.get(key, "")
+        if not match_value(",".join(value) if isinstance(value, list) else value, rule):
+            return 0.0
+    return 1.0

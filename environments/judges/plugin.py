@@ -17,7 +17,7 @@ _GETTERS = {
     "environments.judges.chrome": (
         "default_search_engine", "profile_name", "enable_do_not_track", "enable_enhanced_safety_browsing",
         "new_startup_page", "data_delete_automacally", "find_unpacked_extension_path", "open_tabs_info",
-        "active_url_from_accessTree", "active_tab_info", "active_tab_url_parse", "bookmarks",
+        "active_url_from_accessTree", "active_tab_info", "active_tab_url_parse", "url_dashPart", "bookmarks",
     ),
 }
 GETTER_NAMES = tuple(name for names in _GETTERS.values() for name in names)
@@ -40,7 +40,7 @@ _METRICS = {
     ),
     "environments.judges.files": (
         "compare_archive", "compare_zip_files", "file_contains", "check_line_number", "compare_terminal_and_txt",
-        "compare_python_pure_text", "check_json_keybindings", "compare_config", "compare_answer",
+        "compare_python_pure_text", "check_json_keybindings", "compare_config", "compare_answer", "check_mp3_meta",
     ),
     "environments.judges.browser": (
         "is_expected_tabs", "is_expected_active_tab", "is_expected_active_tab_approximate",

@@ -69,6 +69,9 @@ def test_two_desktops_open_and_judge_their_own_tabs(tmp_path: Path, site: str) -
             parsed = await chrome.get_active_tab_url_parse(
                 view, {"goto_prefix": "http://", "parse_keys": ["q", "lang"], "replace": {"q": "query"}})
             assert parsed == {"lang": "en", "query": "cats"}
+            part = {"goto_prefix": "http://", "partIndex": 3, "needDeleteId": True, "returnType": "json", "key": "page"}
+            assert await chrome.get_url_dashPart(view, part) == {"page": "beta.html"}
+            assert await chrome.get_url_dashPart(view, {**part, "partIndex": 9}) is None
             profile = env.home_dir / ".config" / "google-chrome"
             return right.score, missed.score, sorted(p.name for p in profile.iterdir())
         finally:

@@ -94,3 +94,18 @@ def test_editor_configuration(tmp_path: Path) -> None:
     assert f.compare_config(str(config), {"expected": "a=2\n"}) == 0.0
     assert f.compare_answer("42", {"expected": "42"}) == 1.0
     assert f.compare_answer("", {"expected": ""}) == 0.0
+
+
+def test_mp3_tags(tmp_path: Path) -> None:
+    from mutagen.easyid3 import EasyID3
+
+    song = tmp_path / "Cheng Xiang - Missing You.mp3"
+    song.write_bytes(b"\xff\xfb\x90\x00" + bytes(413))  # one silent MPEG frame header and padding
+    assert f.check_mp3_meta(str(song), {"title": {"method": "eq", "ref": "Missing You"}}) == 0.0  # no ID3 yet
+    tags = EasyID3()
+    tags["title"], tags["artist"] = "Missing You", ["Cheng Xiang", "Guest"]
+    tags.save(str(song))
+    assert f.check_mp3_meta(str(song), {"title": {"method": "eq", "ref": "Missing You"},
+                                        "artist": {"method": "eq", "ref": "Cheng Xiang,Guest"}}) == 1.0
+    assert f.check_mp3_meta(str(song), {"album": {"method": "eq", "ref": ""}}) == 1.0  # a missing tag reads ""
+    assert f.check_mp3_meta(str(song), {"artist": {"method": "eq", "ref": "Cheng Xiang"}}) == 0.0

@@ -169,6 +169,14 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:  # noqa:
     x["keys"], x["binding"] = str(root / "keys.json"), binding
     (root / "settings.conf").write_text("a=1\n")
     x["conf"] = str(root / "settings.conf")
+    from mutagen.easyid3 import EasyID3
+
+    song = root / "song.mp3"
+    song.write_bytes(b"\xff\xfb\x90\x00" + bytes(413))
+    tags = EasyID3()
+    tags["title"], tags["artist"] = "Missing You", ["Cheng Xiang", "Guest"]
+    tags.save(str(song))
+    x["song"] = str(song)
     x["filters"] = str(root / "msgFilterRules.dat")
     Path(x["filters"]).write_text(
         'version="9"\nlogging="no"\nname="Urgent"\nenabled="yes"\ntype="17"\naction="Move to folder"\n'
@@ -279,6 +287,10 @@ CASES: list[tuple[str, str, Any, tuple[Any, ...], dict[str, Any]]] = [
         {"type": "bookmark_bar_websites_urls", "urls": ["https://news.example"]},
         {"type": "liked_authors_websites_urls", "urls": [["https://a.org/x", "https://a.org/z"], "https://b.org/y"]},
         {"type": "liked_authors_websites_urls", "urls": ["https://a.org/z", "https://b.org/y"]})],
+    *[("others", "check_mp3_meta", files.check_mp3_meta, ("song", rules), {}) for rules in (
+        {"title": {"method": "eq", "ref": "Missing You"}, "artist": {"method": "eq", "ref": "Cheng Xiang,Guest"}},
+        {"artist": {"method": "eq", "ref": "Cheng Xiang"}}, {"album": {"method": "eq", "ref": ""}},
+        {"title": {"method": "re", "ref": "^Missing"}})],
     *[("thunderbird", "check_thunderbird_filter", apps.check_thunderbird_filter, ("filters", rules), {})
       for rules in ({"expect": [URGENT]}, {"expect": [{**URGENT, "action": "Delete"}]},
                     {"expect": [URGENT], "unexpect": [{"name": "Spam"}]})],

@@ -204,6 +204,21 @@ async def get_vlc_config(env: Any, config: Mapping[str, Any]) -> str:
     return str(target)
 
 
+async def get_vscode_config(env: Any, config: Mapping[str, Any]) -> Any:
+    """OSWorld's VS Code getter: open the command palette (ctrl+shift+p), type ``vscode_extension_command``,
+    press Enter, wait a second, then fetch ``path`` as ``vm_file`` does (into ``dest``)."""
+    from core.types import Action, ActionType
+
+    command = config.get("vscode_extension_command")
+    if not isinstance(command, str) or not command:
+        raise ValueError(f"vscode_config getter config {dict(config)!r} needs 'vscode_extension_command'")
+    for action in (Action(type=ActionType.KEY, keys=["ctrl", "shift", "p"]), Action(type=ActionType.TYPE, text=command),
+                   Action(type=ActionType.KEY, keys=["Return"])):
+        await env.client.act(action)
+    await asyncio.sleep(1.0)
+    return await get_vm_file(env, {"path": config["path"], "dest": config["dest"]})
+
+
 #: registry name -> function (OSWorld's ``get_<name>``)
 GETTERS = {
     name[len("get_"):]: obj for name, obj in dict(globals()).items() if name.startswith("get_") and callable(obj)

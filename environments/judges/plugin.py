@@ -12,7 +12,7 @@ _GETTERS = {
     "environments.judges.getters": (
         "vm_file", "cloud_file", "cache_file", "vm_command_line", "vm_command_error", "rule", "accessibility_tree",
         "list_directory", "vm_screen_size", "vm_file_text", "vm_files_exist", "gimp_config_file",
-        "vlc_config",
+        "vlc_config", "vscode_config",
     ),
     "environments.judges.chrome": (
         "default_search_engine", "profile_name", "enable_do_not_track", "enable_enhanced_safety_browsing",

@@ -15,7 +15,7 @@ import pytest
 
 from core.interfaces import JudgeServices
 from core.types import Task
-from environments.client import EnvironmentClient
+from environments.client import EnvironmentClient, ProbeError
 from environments.judges import chrome
 from environments.judges import getters as g
 from environments.judges.evaluate import EvaluationEnv
@@ -126,6 +126,30 @@ def test_bookmarks_and_vlc_config_come_from_the_desktops_profiles(desktop: Deskt
     (desktop.home / ".config" / "vlc" / "vlcrc").write_text("[qt]\nqt-max-volume=200\n")
     local = call(desktop, tmp_path, lambda env: g.get_vlc_config(env, {"dest": "vlcrc"}))
     assert Path(local).read_text() == "[qt]\nqt-max-volume=200\n"
+
+
+def test_vscode_config_replays_the_command_palette_then_reads_the_file(desktop: DesktopSession,
+                                                                      tmp_path: Path) -> None:
+    """No VS Code here: the keystrokes go to a focused xterm instead, whose shell runs the typed command (ctrl+shift+p
+    is nothing to it), which proves the replay reached the focused window before the file was read."""
+    async def focused_xterm(client: EnvironmentClient) -> None:
+        await client.launch(["xterm", "-T", "vscode-config-test"])
+        for _ in range(600):  # bounds a hang only: wait for the window, then focus it
+            try:
+                await client.activate_window("vscode-config-test", strict=True)
+                break
+            except ProbeError:
+                await asyncio.sleep(0.1)
+        # keys typed before the shell reads them wait in the terminal's pty
+
+    desktop.run(focused_xterm)
+    (desktop.home / "vscode.json").unlink(missing_ok=True)
+    local = call(desktop, tmp_path, lambda env: g.get_vscode_config(env, {
+        "vscode_extension_command": "echo configured > ~/vscode.json", "path": "~/vscode.json", "dest": "v.json"}))
+    assert Path(local).read_text() == "configured\n"
+    with pytest.raises(ValueError, match="vscode_extension_command"):
+        call(desktop, tmp_path, lambda env: g.get_vscode_config(env, {"path": "~/x", "dest": "x"}))
+    desktop.run(lambda client: client.close_window("vscode-config-test", strict=False))
 
 
 def test_command_getters_return_the_output(desktop: DesktopSession, tmp_path: Path) -> None:

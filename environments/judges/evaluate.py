@@ -21,7 +21,6 @@ is raised, so the episode is retried on a fresh desktop instead of being scored.
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import math
 import tempfile
@@ -32,6 +31,7 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 import structlog
 
 from core.errors import EnvironmentFailure
+from core.task_check import generated_functions as defined_functions  # one definition, shared
 from core.interfaces import Environment, JudgeExecutor, JudgeServices
 from core.types import Action, ActionType, Judgement, JudgementStatus, SetupStep, Task
 
@@ -76,17 +76,6 @@ def last_action_failed(last_action: Any) -> bool:
     if isinstance(last_action, Mapping):
         return str(last_action.get("action_type", last_action.get("type", ""))).upper() == "FAIL"
     return False
-
-
-def defined_functions(code: str | None) -> set[str]:
-    """Top-level function names in generated judge code (empty when there is none or it does not parse)."""
-    if not code:
-        return set()
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return set()
-    return {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
 def _lookup(registry: Any, name: str) -> Callable[..., Any] | None:

@@ -24,17 +24,18 @@ import sys
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import EnvironmentFailure, ScaleCUAError
-from core.interfaces import Environment, EnvironmentBackend, JudgeServices
-from core.types import Action, ActionType, Judgement, Observation, Screenshot, Task
-from environments import actions, desktop_user, display, home_template
+from core.interfaces import Environment, EnvironmentBackend
+from core.types import Action, ActionType, Observation, Screenshot, Task
+from environments import desktop_user, display, home_template
 from environments.client import EnvironmentClient, ProbeError, act_and_observe
-from environments.setup import SetupContext, SetupError, run_setup, unsupported_step_types
+from environments.desktop_protocol import DesktopProtocol
+from environments.setup import SetupContext, SetupError, run_setup
 
 log = structlog.get_logger(__name__)
 
@@ -260,7 +261,7 @@ class LocalDesktop(Environment):
         return self.client
 
 
-class LocalDesktopBackend(EnvironmentBackend):
+class LocalDesktopBackend(DesktopProtocol, EnvironmentBackend):
     """A pool of :class:`LocalDesktop` environments."""
 
     def __init__(self, options: LocalDesktopOptions, run_dir: Path | None = None):
@@ -364,48 +365,6 @@ class LocalDesktopBackend(EnvironmentBackend):
     @property
     def size(self) -> int:
         return len(self._all)
-
-    # -- the agent protocol ------------------------------------------------------
-
-    def system_prompt(self, task: Task) -> str:
-        o = self.options
-        if o.system_prompt is not None:
-            return o.system_prompt
-        if o.action_format == "tool_call":
-            space = actions.format_action_space(scienceboard=o.scienceboard_actions, screen_size=(o.width, o.height))
-        elif o.action_format == "pyautogui":
-            space = (f"You control a {o.width}x{o.height} Linux desktop. Answer with one ```python``` block of "
-                     "pyautogui calls (absolute pixel coordinates), or with WAIT, FAIL or DONE.")
-        else:
-            space = (f"You control a {o.width}x{o.height} Linux desktop. Answer with one ```json``` block "
-                     '{"action_type": ..., "parameters": {...}} (OSWorld computer_13), or with WAIT, FAIL or DONE.')
-        return (
-            "You are a computer-use agent. You see a screenshot of the desktop after every action and "
-            "complete the user's task step by step. Think briefly, then act.\n\n" + space
-        )
-
-    def parse_response(self, text: str) -> list[Action]:
-        return actions.parse_response(text, self.options.action_format, (self.options.width, self.options.height))
-
-    def format_response(self, demonstrated: Sequence[Action]) -> str:
-        return actions.format_response(demonstrated, self.options.action_format)
-
-    def unsupported_steps(self, task: Task) -> list[str]:
-        return unsupported_step_types(task)
-
-    async def evaluate(
-        self,
-        env: Environment,
-        task: Task,
-        *,
-        judge: JudgeServices,
-        last_action: Action | None,
-    ) -> Judgement:
-        from environments.judges.evaluate import evaluate
-        from environments.setup import run_setup_steps
-
-        return await evaluate(task, env, judge=judge, last_action=last_action,
-                              postconfig=run_setup_steps)
 
 
 def create_backend(options: LocalDesktopOptions, run_dir: Path | None = None, **_: Any) -> LocalDesktopBackend:

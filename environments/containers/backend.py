@@ -27,14 +27,14 @@ import time
 import uuid
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Sequence, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.errors import EnvironmentFailure, ScaleCUAError
-from core.interfaces import Environment, EnvironmentBackend, JudgeServices
-from core.types import Action, Judgement, Observation, Screenshot, Task
+from core.interfaces import Environment, EnvironmentBackend
+from core.types import Action, Observation, Screenshot, Task
 from environments.client import EnvironmentClient, ProbeError
 from environments.containers.engine import (
     LABEL_BACKEND,
@@ -48,8 +48,8 @@ from environments.containers.engine import (
     resolve_hosts,
 )
 from environments.containers.pool import Slot, WarmPool
-from environments.local_desktop import LocalDesktopBackend
-from environments.setup import SetupContext, SetupError, run_setup, unsupported_step_types
+from environments.desktop_protocol import DesktopProtocol
+from environments.setup import SetupContext, SetupError, run_setup
 
 log = structlog.get_logger(__name__)
 
@@ -229,7 +229,7 @@ class ContainerEnvironment(Environment):
         return await asyncio.to_thread(self.slot.engine.state, self.slot.container_id) == "running"
 
 
-class ContainerBackend(EnvironmentBackend):
+class ContainerBackend(DesktopProtocol, EnvironmentBackend):
     """A warm pool of containers on one or more engines; subclasses say what to start and how to act."""
 
     #: the registered backend name (also the containers' backend label)
@@ -381,28 +381,6 @@ class ContainerBackend(EnvironmentBackend):
     @property
     def size(self) -> int:
         return self.pool.alive
-
-    # -- the agent protocol (local-desktop's) ---------------------------------------------
-
-    def system_prompt(self, task: Task) -> str:
-        return LocalDesktopBackend.system_prompt(self, task)  # type: ignore[arg-type]  # reads options only
-
-    def parse_response(self, text: str) -> list[Action]:
-        return LocalDesktopBackend.parse_response(self, text)  # type: ignore[arg-type]
-
-    def format_response(self, demonstrated: Sequence[Action]) -> str:
-        return LocalDesktopBackend.format_response(self, demonstrated)  # type: ignore[arg-type]
-
-    def unsupported_steps(self, task: Task) -> list[str]:
-        return unsupported_step_types(task)
-
-    async def evaluate(self, env: Environment, task: Task, *, judge: JudgeServices,
-                       last_action: Action | None) -> Judgement:
-        from environments.judges.evaluate import evaluate
-        from environments.setup import run_setup_steps
-
-        return await evaluate(task, env, judge=judge, last_action=last_action,
-                              postconfig=run_setup_steps)
 
 
 def check_image(engine: Engine, image: str, how_to_get_it: str) -> None:

@@ -100,12 +100,8 @@ async def get_find_unpacked_extension_path(env: Any, config: Mapping[str, Any]) 
 
 
 async def get_open_tabs_info(env: Any, config: Mapping[str, Any]) -> list[dict[str, str]]:
-    try:
-        tabs = await env.client.devtools({"action": "tabs", "wait_s": float(config.get("wait_s", 5))})
-    except ScaleCUAError as exc:
-        log.info("no browser answers; no open tabs", error=str(exc))
-        return []
-    return [{"title": tab["title"], "url": tab["url"]} for tab in tabs]
+    tabs = await _tabs(env, float(config.get("wait_s", 5)))
+    return [{"title": tab["title"], "url": tab["url"]} for tab in tabs or []]
 
 
 async def _tabs(env: Any, wait_s: float = 5) -> list[dict[str, str]] | None:

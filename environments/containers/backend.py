@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from core.errors import EnvironmentFailure, ScaleCUAError
 from core.interfaces import Environment, EnvironmentBackend
 from core.types import Action, Observation, Screenshot, Task
-from environments.client import EnvironmentClient, ProbeError
+from environments.client import EnvironmentClient, ProbeConnectionError, ProbeError
 from environments.containers.engine import (
     LABEL_BACKEND,
     LABEL_OWNER,
@@ -83,7 +83,7 @@ class ContainerPoolOptions(BaseModel):
     max_start_failures: int = Field(3, ge=1, description="failed starts in a row before waiting episodes get the error")
     request_timeout_s: float = Field(60.0, gt=0, description="limit for one request to a desktop")
     reset_timeout_s: float = Field(300.0, gt=0, description="limit for one reset, setup steps included")
-    setup_retries: int = Field(1, ge=0, description="extra attempts (on a fresh container) when setup fails")
+    setup_retries: int = Field(1, ge=0, description="extra attempts (on a fresh container) when setup fails or the desktop stops answering during reset")
     setup_failures: Literal["fail", "warn"] = Field("fail", description="a failing setup command fails the reset "
                                                     "(retried, never scored); warn: OSWorld's harness behaviour")
     settle_s: float = Field(0.3, ge=0, description="pause after an action before the screenshot")
@@ -155,6 +155,13 @@ class ContainerEnvironment(Environment):
                     raise SetupError(exc.index, exc.step_type, f"task {task.id}: {exc.reason}") from exc
                 log.warning("setup failed; retrying on a fresh container", env_id=self.env_id, task_id=task.id,
                             error=str(exc))
+            except (ProbeConnectionError, ContainerDied) as exc:
+                # the desktop itself stopped answering (a wedged or killed container, a stalled network path):
+                # a fresh container is what a retry needs, the task is not at fault
+                if attempt + 1 == attempts:
+                    raise
+                log.warning("the desktop stopped answering during reset; retrying on a fresh container",
+                            env_id=self.env_id, task_id=task.id, error=str(exc))
         raise AssertionError("unreachable")
 
     async def _reset_once(self, task: Task, *, fresh: bool) -> Observation:

@@ -188,6 +188,36 @@ def test_container_killed_mid_episode_is_replaced(harness: Harness, pool: Contai
     assert pool.pool.stats["started"] >= started_before + 2 and pool.pool.stats["failed_starts"] == 0
 
 
+def test_a_desktop_that_stops_answering_during_reset_is_swapped_for_a_fresh_one(harness: Harness,
+                                                                               pool: ContainerDesktopBackend):
+    """The container keeps running but its processes (probe included) are frozen with SIGSTOP from the host, so the
+    health check (which asks in-use containers for their state only) sees nothing: the reset's first request gets
+    no answer, and the reset goes on in a fresh container instead of failing the episode."""
+    task = load_bundled_tasks(ids=["os-make-executable"])[0]
+    oracle = envcheck.oracle_of(task)
+
+    async def episode() -> str:
+        env = await pool.acquire()
+        frozen = env.container_id
+        top = subprocess.run(["podman", "top", frozen, "hpid"], capture_output=True, text=True, check=True).stdout
+        pids = [line.strip() for line in top.splitlines()[1:] if line.strip().isdigit()]
+        assert pids, top
+        subprocess.run(["kill", "-STOP", *pids], check=True)
+        try:
+            await env.reset(task)
+            assert env.container_id != frozen
+            for action in oracle:
+                await env.step(action)
+            judgement = await pool.evaluate(env, task, judge=JudgeServices.of(harness.plugins), last_action=oracle[-1])
+            assert judgement.score == 1.0, judgement
+        finally:
+            await pool.release(env)
+        return frozen
+
+    frozen = harness.run(episode())
+    assert subprocess.run(["podman", "container", "exists", frozen], check=False).returncode == 1  # removed
+
+
 def test_health_check_replaces_a_dead_idle_container(harness: Harness, podman_service: PodmanService,
                                                      minimal_image: str):
     backend = harness.backend(podman_service, minimal_image, max_environments=1, warm=1, health_interval_s=0.3)

@@ -17,7 +17,9 @@ items, peak item length.
 
 Variants: ``step-wise``; ``sliding-window`` K = Delta = 5 with the step's vision-feature cache (each
 distinct screenshot through the frozen tower once, :mod:`trainers.vision_cache`) and without it; and the
-K sweep K = Delta in {1, 3, 5, 8, 10, 15} (cache on), plotted to ``--plot``. Each variant also reports
+K sweep K = Delta in {1, 3, 5, 8, 10, 15} (cache on), plotted to ``--plot``; these use right-padded micro-batches.
+``step-wise, packed`` and ``sliding-window, packed`` pack each micro-batch into one row (the trainer's default,
+``packing: auto``; attention per packed segment), and ``packing`` in the JSON compares them. Each variant also reports
 vision-tower encodings per distinct screenshot and the FLOPs of :mod:`bench.flops` at the shapes of
 Qwen3-VL-8B (labelled a model, not a measurement).
 
@@ -150,7 +152,7 @@ def compute_items(segments: list[Any], renderer: Any) -> list[flops.Item]:
 
 def run_variant(name: str, plugins: Any, model: Any, algorithm: AlgorithmSection, episodes: list[dict[str, Any]],
                 segmenter_name: str, segmenter_options: dict[str, Any], args: argparse.Namespace,
-                warmup: list[Any], *, vision_cache: bool = True) -> dict[str, Any]:
+                warmup: list[Any], *, vision_cache: bool = True, packing: bool = False) -> dict[str, Any]:
     renderer = model.renderer()
     segmenter = plugins.registry("segmenter").create(segmenter_name, segmenter_options)
     groups, seg_seconds = segment(segmenter, renderer, episodes)
@@ -167,7 +169,8 @@ def run_variant(name: str, plugins: Any, model: Any, algorithm: AlgorithmSection
         return {"segmenter": segmenter_name, "options": segmenter_options, "vision_cache": vision_cache, **stats,
                 "distinct_screenshots": distinct, "compute_model_pflop": pflop}
     budget = max(args.micro_batch_tokens, stats["peak_item_tokens"])
-    options = {"device": args.device, "micro_batch_tokens": budget, **({} if vision_cache else {"vision_cache_mib": 0})}
+    options = {"device": args.device, "micro_batch_tokens": budget, "packing": "on" if packing else "off",
+               **({} if vision_cache else {"vision_cache_mib": 0})}
     trainer = plugins.registry("trainer").create("torch", options, model=model, algorithm=algorithm, seed=0)
     trainer.train_step(warmup)  # first-call overheads (allocator, kernel selection) stay out of the timing
     trainer.model.load_state_dict(trainer.reference.state_dict())  # back to the initial weights
@@ -182,6 +185,7 @@ def run_variant(name: str, plugins: Any, model: Any, algorithm: AlgorithmSection
         "segmenter": segmenter_name,
         "options": segmenter_options,
         "vision_cache": vision_cache,
+        "packing": packing,
         **stats,
         "distinct_screenshots": distinct,
         "vision_encodings": int(encodings),
@@ -334,10 +338,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"recorded {len(episodes)} episodes in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     warmup = None
     variants: dict[str, Any] = {}
-    runs = [("step-wise", "step-wise", {}, True),
-            ("sliding-window", "sliding-window", {"keep_images": 5, "min_removal": 5}, True),
-            ("sliding-window, no vision cache", "sliding-window", {"keep_images": 5, "min_removal": 5}, False)]
-    runs += [(f"sliding-window K={k}", "sliding-window", {"keep_images": k, "min_removal": k}, True)
+    window5 = {"keep_images": 5, "min_removal": 5}
+    runs = [("step-wise", "step-wise", {}, True, False),
+            ("sliding-window", "sliding-window", window5, True, False),
+            ("sliding-window, no vision cache", "sliding-window", window5, False, False),
+            ("sliding-window, packed", "sliding-window", window5, True, True),
+            ("step-wise, packed", "step-wise", {}, True, True)]
+    runs += [(f"sliding-window K={k}", "sliding-window", {"keep_images": k, "min_removal": k}, True, False)
              for k in args.k_sweep if k != 5]
     # Process-wide warm-up (allocator pools, kernel choices for full vision chunks and long items), so the
     # first variant measured does not pay for it: one step over the first episode's step-wise items.
@@ -349,15 +356,15 @@ def main(argv: list[str] | None = None) -> int:
                                                             args.micro_batch_tokens}, model=model, algorithm=algorithm)
         warm.train_step(first[0].trajectories[0].segments)
         warm.close()
-    for name, seg_name, seg_options, cache in runs:
+    for name, seg_name, seg_options, cache, packing in runs:
         if warmup is None:
             groups, _ = segment(plugins.registry("segmenter").create(seg_name, seg_options), renderer, episodes[:1])
             warmup = groups[0].trajectories[0].segments[:1]
             warmup[0].advantage = 1.0
         variants[name] = run_variant(name, plugins, model, algorithm, episodes, seg_name, seg_options, args, warmup,
-                                     vision_cache=cache)
+                                     vision_cache=cache, packing=packing)
     step, window = variants["step-wise"], variants["sliding-window"]
-    uncached = variants["sliding-window, no vision cache"]
+    uncached, packed = variants["sliding-window, no vision cache"], variants["sliding-window, packed"]
     sweep = k_sweep(variants, args.k_sweep)
     if args.plot:
         plot_sweep(sweep, Path(args.plot))
@@ -414,6 +421,18 @@ def main(argv: list[str] | None = None) -> int:
             "train_step_time_ratio_uncached_over_cached": round(uncached["train_step_s"] / window["train_step_s"], 3),
             "vision_time_ratio_uncached_over_cached": round(
                 uncached["vision_encoder_s"] / max(window["vision_encoder_s"], 1e-9), 3),
+        },
+        "packing": {
+            "padded_over_packed_train_step_time": round(window["train_step_s"] / packed["train_step_s"], 3),
+            "step_wise_padded_over_packed_train_step_time": round(
+                step["train_step_s"] / variants["step-wise, packed"]["train_step_s"], 3),
+            "step_wise_over_sliding_window_both_packed": round(
+                variants["step-wise, packed"]["train_step_s"] / packed["train_step_s"], 3),
+            "padded_tokens": {"padded": window["padded_tokens"], "packed": packed["padded_tokens"],
+                              "real": window["tokens"]},
+            "micro_batches": {"padded": window["micro_batches"], "packed": packed["micro_batches"]},
+            "attention": "padded: sdpa under a padding mask; packed: sdpa per packed segment "
+                         "(plugins/qwen_vl/packed_attention.py), as flash attention's varlen kernels on a GPU",
         },
         "compute_model": compute_model,
         "ratios_step_wise_over_sliding_window": {

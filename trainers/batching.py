@@ -1,4 +1,5 @@
-"""Micro-batches of segments under a padded-token budget (gradient accumulation over them)."""
+"""Micro-batches of segments under a token budget (gradient accumulation over them): right-padded rows, or
+(``packed``) one row holding several segments back to back, no padding."""
 
 from __future__ import annotations
 
@@ -14,14 +15,44 @@ log = structlog.get_logger(__name__)
 
 @dataclass(frozen=True)
 class MicroBatch:
-    """Indices into the step's segment list, and the padded size they occupy."""
+    """Indices into the step's segment list, and the padded size they occupy (``packed``: one row, ``max_len``
+    is its length)."""
 
     indices: tuple[int, ...]
     max_len: int
+    packed: bool = False
 
     @property
     def padded_tokens(self) -> int:
-        return self.max_len * len(self.indices)
+        return self.max_len if self.packed else self.max_len * len(self.indices)
+
+
+def plan_packed_micro_batches(
+    segments: Sequence[Segment], token_budget: int, *, max_items: int | None = None
+) -> list[MicroBatch]:
+    """Pack segments into rows of at most ``token_budget`` tokens, one row per micro-batch (first-fit
+    decreasing: deterministic for a given input, rarely more rows than the tokens need). A segment longer than
+    the budget gets a row of its own (logged)."""
+    if token_budget < 1:
+        raise ValueError(f"token budget must be >= 1, got {token_budget}")
+    if max_items is not None and max_items < 1:
+        raise ValueError(f"max_items must be >= 1, got {max_items}")
+    rows: list[list[int]] = []
+    used: list[int] = []
+    for i in sorted(range(len(segments)), key=lambda i: (-segments[i].num_tokens, i)):
+        n = segments[i].num_tokens
+        if n > token_budget:
+            log.warning("segment exceeds the micro-batch token budget; it gets a micro-batch of its own",
+                        segment=f"{segments[i].trajectory_id}#{segments[i].index}", tokens=n, budget=token_budget)
+        for row, members in enumerate(rows):
+            if used[row] + n <= token_budget and (max_items is None or len(members) < max_items):
+                members.append(i)
+                used[row] += n
+                break
+        else:
+            rows.append([i])
+            used.append(n)
+    return [MicroBatch(tuple(members), total, packed=True) for members, total in zip(rows, used)]
 
 
 def plan_micro_batches(
@@ -66,12 +97,22 @@ def plan_micro_batches(
     return batches
 
 
-def micro_batch_tensors(policy: Any, segments: Sequence[Segment], device: Any) -> tuple[dict[str, Any], Any, Any, Any]:
-    """The model inputs of one micro-batch (right-padded rows, pixel values, positions) and, per token, the loss
-    mask, the rollout logprobs and the advantage (each segment's, shared by all its tokens), all on ``device``.
-    Position 0 is never predicted, so its mask is 0."""
+def micro_batch_tensors(policy: Any, segments: Sequence[Segment], device: Any, *,
+                        packed: bool = False) -> tuple[dict[str, Any], Any, Any, Any]:
+    """The model inputs of one micro-batch (right-padded rows, or one packed row; pixel values, positions) and,
+    per token, the loss mask, the rollout logprobs and the advantage (each segment's, shared by all its tokens),
+    all on ``device``. A segment's first token is never predicted, so its mask is 0."""
     import torch
 
+    if packed:
+        inputs = policy.packed_model_inputs([s.input_ids for s in segments], [list(s.images) for s in segments],
+                                            device=device)
+        mask = torch.cat([torch.as_tensor(s.loss_mask, dtype=torch.float32) for s in segments])
+        starts = torch.cumsum(torch.as_tensor([0] + [s.num_tokens for s in segments[:-1]]), 0)
+        mask[starts] = 0.0
+        rollout = torch.cat([torch.as_tensor(s.rollout_logprobs, dtype=torch.float32) for s in segments])
+        adv = torch.cat([torch.full((s.num_tokens,), float(s.advantage)) for s in segments])
+        return inputs, mask[None].to(device), rollout[None].to(device), adv[None].to(device)
     inputs = policy.model_inputs([s.input_ids for s in segments], [list(s.images) for s in segments], device=device)
     width = inputs["input_ids"].shape[1]
     mask = torch.zeros((len(segments), width), dtype=torch.float32)

@@ -31,7 +31,7 @@ from core.interfaces import PolicyModel, TrainerBackend
 from core.types import Segment
 from core.weight_sync import iter_buckets
 from trainers import torch_checkpoint
-from trainers.batching import MicroBatch, micro_batch_tensors, plan_micro_batches
+from trainers.batching import MicroBatch, micro_batch_tensors, plan_micro_batches, plan_packed_micro_batches
 from trainers.objective import StepStats, check_objective, count_trainable_tokens, token_loss
 from trainers.vision_cache import StepVisionCache
 from trainers.weights import freeze_vision_tower
@@ -57,6 +57,11 @@ class TorchTrainerOptions(BaseModel):
         16384, ge=1, description="padded tokens per micro-batch (rows x longest row); gradients accumulate over them"
     )
     max_micro_batch_items: int | None = Field(None, ge=1, description="at most this many segments per micro-batch")
+    packing: Literal["auto", "on", "off"] = Field(
+        "auto", description="pack a micro-batch's segments back to back into one row of at most micro_batch_tokens "
+        "(no padding; each segment attends only to itself, with its own positions): on, off (right-padded rows), "
+        "or auto (on when the model family can pack: PolicyModel.packed_model_inputs)"
+    )
     max_padding: float = Field(
         0.25, ge=0, lt=1, description="close a micro-batch before padding exceeds this share of its padded tokens"
     )
@@ -103,6 +108,11 @@ class TorchTrainer(TrainerBackend):
         if missing:
             raise TypeError(f"the torch trainer needs a model family that implements PolicyModel."
                             f"{' and PolicyModel.'.join(missing)}; {type(model).__name__} does not")
+        can_pack = type(model).packed_model_inputs is not PolicyModel.packed_model_inputs
+        if options.packing == "on" and not can_pack:
+            raise TypeError(f"packing: on needs a model family that implements PolicyModel.packed_model_inputs; "
+                            f"{type(model).__name__} does not (set packing: auto or off)")
+        self.packing = can_pack and options.packing != "off"
         self.policy = model
         self.renderer = model.renderer()
         self.device = _resolve_device(options.device)
@@ -156,7 +166,14 @@ class TorchTrainer(TrainerBackend):
         return torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
 
     def _inputs(self, segments: Sequence[Segment]) -> tuple[dict[str, Any], torch.Tensor, torch.Tensor, torch.Tensor]:
-        return micro_batch_tensors(self.policy, segments, self.device)
+        return micro_batch_tensors(self.policy, segments, self.device, packed=self.packing)
+
+    def _plan(self, segments: Sequence[Segment]) -> list[MicroBatch]:
+        if self.packing:
+            return plan_packed_micro_batches(segments, self.options.micro_batch_tokens,
+                                             max_items=self.options.max_micro_batch_items)
+        return plan_micro_batches(segments, self.options.micro_batch_tokens,
+                                  max_items=self.options.max_micro_batch_items, max_padding=self.options.max_padding)
 
     def _logprobs(self, module: torch.nn.Module, inputs: dict[str, Any], mask: torch.Tensor) -> torch.Tensor:
         return self.policy.token_logprobs(
@@ -188,8 +205,7 @@ class TorchTrainer(TrainerBackend):
             log.warning("no trainable tokens in this step; skipping the optimizer step", segments=len(segments))
             return {"loss/tokens": 0.0, "batch/segments": float(len(segments))}
         started = time.perf_counter()
-        batches = plan_micro_batches(segments, self.options.micro_batch_tokens,
-                                     max_items=self.options.max_micro_batch_items, max_padding=self.options.max_padding)
+        batches = self._plan(segments)
         times = {"inputs": 0.0, "vision": 0.0, "reference": 0.0, "actor": 0.0}
         stats = StepStats()
         self.model.train()
@@ -273,8 +289,7 @@ class TorchTrainer(TrainerBackend):
         total = count_trainable_tokens(segments)
         if total == 0:
             return {"loss/tokens": 0.0}
-        batches = plan_micro_batches(segments, self.options.micro_batch_tokens,
-                                     max_items=self.options.max_micro_batch_items, max_padding=self.options.max_padding)
+        batches = self._plan(segments)
         stats = StepStats()
         self.model.eval()
         try:

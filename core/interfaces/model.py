@@ -123,6 +123,16 @@ class PolicyModel(abc.ABC):
         raise ScaleCUAError(f"model family {type(self).__name__} does not build model inputs; trainers need "
                             "PolicyModel.model_inputs")
 
+    def packed_model_inputs(self, input_ids: Sequence[Sequence[int]], images: Sequence[Sequence[Screenshot]], *,
+                            device: Any = "cpu") -> dict[str, Any]:
+        """Like :meth:`model_inputs`, but the sequences back to back in one row (no padding), each attending
+        only to itself with its own positions; :meth:`token_logprobs` takes them and returns ``[1, sum of
+        lengths]``, each sequence's first token 0. Optional: trainers pack only for families that implement it."""
+        from core.errors import ScaleCUAError
+
+        raise ScaleCUAError(f"model family {type(self).__name__} cannot pack sequences into one row; set the "
+                            "trainer's packing: false or implement PolicyModel.packed_model_inputs")
+
     def token_logprobs(self, module: Any, inputs: Mapping[str, Any], *, temperature: float,
                        suppress_ids: Sequence[int] = (), positions: Any = None,
                        chunk_size: int | None = None) -> Any:

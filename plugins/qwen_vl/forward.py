@@ -49,18 +49,73 @@ def build_model_inputs(
     # 1 marks image tokens: transformers 5 computes the M-RoPE positions from it.
     mm_types = ((ids_t == renderer.image_pad_id) & (mask_t == 1)).to(torch.int32)
 
-    flat_images = [img for imgs in batch_images for img in imgs]
     inputs: dict[str, Any] = {"input_ids": ids_t, "attention_mask": mask_t, "mm_token_type_ids": mm_types}
-    if flat_images:
-        pixel_values, grid_thw = renderer.image_processor.process(flat_images)
-        merge = renderer.image_processor.settings.merge_size
-        per_image = (grid_thw.prod(dim=-1) // merge**2).tolist()
-        _check_placeholders(renderer, batch_ids, batch_images, per_image)
-        inputs["pixel_values"] = pixel_values
-        inputs["image_grid_thw"] = grid_thw
-    elif int(mm_types.sum()):
-        raise InputError(f"input ids hold {int(mm_types.sum())} image placeholders but no images were given")
+    inputs.update(_pixels(renderer, batch_ids, batch_images, int(mm_types.sum())))
     return {k: v.to(device) for k, v in inputs.items()}
+
+
+def build_packed_inputs(
+    renderer: QwenVLRenderer,
+    input_ids: Sequence[Sequence[int]],
+    images: Sequence[Sequence[Screenshot]],
+    *,
+    device: Any = "cpu",
+) -> dict[str, Any]:
+    """The sequences back to back in one row, no padding: ``input_ids`` and ``mm_token_type_ids`` of shape
+    ``[1, sum of lengths]``, the images as :func:`build_model_inputs` gives them, and ``packed_lengths`` (one
+    length per sequence). No ``attention_mask``: :func:`token_logprobs` turns the lengths into per-sequence
+    M-RoPE positions whose text row restarts at 0 for each sequence, from which transformers builds a
+    block-diagonal causal mask (sdpa, eager) or variable-length kernels (flash attention), so no token attends
+    across sequences and each one's logprobs equal its own padded row's."""
+    import torch
+
+    batch_ids, batch_images = _as_batch(input_ids, images)
+    lengths = [len(ids) for ids in batch_ids]
+    if not lengths or min(lengths) == 0:
+        raise InputError("build_packed_inputs: every sequence needs at least one token")
+    ids_t = torch.as_tensor([token for ids in batch_ids for token in ids], dtype=torch.long)[None]
+    mm_types = (ids_t == renderer.image_pad_id).to(torch.int32)
+    inputs: dict[str, Any] = {"input_ids": ids_t, "mm_token_type_ids": mm_types,
+                              "packed_lengths": torch.as_tensor(lengths, dtype=torch.long)}
+    inputs.update(_pixels(renderer, batch_ids, batch_images, int(mm_types.sum())))
+    return {k: v.to(device) for k, v in inputs.items()}
+
+
+def _pixels(renderer: QwenVLRenderer, batch_ids: list[Sequence[int]], batch_images: list[Sequence[Screenshot]],
+            placeholders: int) -> dict[str, Any]:
+    flat_images = [img for imgs in batch_images for img in imgs]
+    if not flat_images:
+        if placeholders:
+            raise InputError(f"input ids hold {placeholders} image placeholders but no images were given")
+        return {}
+    pixel_values, grid_thw = renderer.image_processor.process(flat_images)
+    merge = renderer.image_processor.settings.merge_size
+    per_image = (grid_thw.prod(dim=-1) // merge**2).tolist()
+    _check_placeholders(renderer, batch_ids, batch_images, per_image)
+    return {"pixel_values": pixel_values, "image_grid_thw": grid_thw}
+
+
+def packed_position_ids(body: Any, inputs: dict[str, Any], lengths: Any) -> Any:
+    """``[4, 1, L]`` positions of a packed row (see :func:`build_packed_inputs`): row 0 the text positions,
+    restarting at 0 for each sequence (what transformers reads sequence boundaries from), rows 1-3 each
+    sequence's own M-RoPE positions as ``body.get_rope_index`` gives them for that sequence alone."""
+    import torch
+
+    ids, types = inputs["input_ids"][0], inputs["mm_token_type_ids"][0]
+    grid = inputs.get("image_grid_thw")
+    pieces, start, image = [], 0, 0
+    for n in lengths.tolist():
+        seg_ids, seg_types = ids[start : start + n], types[start : start + n]
+        runs = int(seg_types[0] == 1) + int(((seg_types[1:] == 1) & (seg_types[:-1] == 0)).sum())
+        rope, _ = body.get_rope_index(
+            seg_ids[None], mm_token_type_ids=seg_types[None],
+            image_grid_thw=grid[image : image + runs] if runs else None,
+            attention_mask=torch.ones_like(seg_ids)[None],
+        )
+        text = torch.arange(n, device=ids.device, dtype=rope.dtype).view(1, 1, n)
+        pieces.append(torch.cat([text, rope.to(ids.device)]))
+        start, image = start + n, image + runs
+    return torch.cat(pieces, dim=-1)
 
 
 def _as_batch(input_ids: Any, images: Any) -> tuple[list[Sequence[int]], list[Sequence[Screenshot]]]:
@@ -116,13 +171,20 @@ def token_logprobs(
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0 for logprobs, got {temperature}")
     ids = inputs["input_ids"]
+    lengths = inputs.pop("packed_lengths", None)
+    if lengths is not None:  # one packed row: a sequence's first token is never predicted from the one before
+        inputs["position_ids"] = packed_position_ids(model.model, inputs, lengths)
+        valid = torch.ones(ids.shape, dtype=torch.bool, device=ids.device)
+        valid[0, torch.cumsum(lengths, 0)[:-1].to(ids.device)] = False
+    else:
+        valid = inputs["attention_mask"].bool()
     body = model.model(**inputs, use_cache=False)
     hidden = body.last_hidden_state  # [B, L, H]
     lm_head = model.get_output_embeddings()
 
     # Hidden state at t-1 predicts token t.
     targets = ids[:, 1:]
-    wanted = inputs["attention_mask"][:, 1:].bool()
+    wanted = valid[:, 1:]
     if positions is not None:
         wanted = wanted & positions.to(wanted.device)[:, 1:].bool()
     rows, cols = wanted.nonzero(as_tuple=True)

@@ -18,6 +18,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.interfaces import PolicyModel
+from plugins.qwen_vl.packed_attention import use_varlen_sdpa
 from plugins.qwen_vl.renderer import QwenVLRenderer
 from plugins.qwen_vl.tokenizer import DEFAULT_TINY_VOCAB_SIZE, build_tiny_tokenizer, load_tokenizer
 from plugins.qwen_vl.vision import Family, ImageProcessor, VisionSettings
@@ -185,6 +186,8 @@ class QwenVLModel(PolicyModel):
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(self.options.seed)
                 model = AutoModelForImageTextToText.from_config(self.hf_config(), dtype=torch_dtype)
+        # sdpa call for call, except on packed rows, which it attends per sequence (plugins/qwen_vl/packed_attention)
+        use_varlen_sdpa(model)
         renderer = self.renderer()
         model.generation_config.eos_token_id = list(renderer.stop_ids)
         model.generation_config.pad_token_id = renderer.pad_token_id
@@ -213,6 +216,11 @@ class QwenVLModel(PolicyModel):
         from plugins.qwen_vl.forward import build_model_inputs
 
         return build_model_inputs(self.renderer(), input_ids, images, device=device)
+
+    def packed_model_inputs(self, input_ids: Any, images: Any, *, device: Any = "cpu") -> dict[str, Any]:
+        from plugins.qwen_vl.forward import build_packed_inputs
+
+        return build_packed_inputs(self.renderer(), input_ids, images, device=device)
 
     def token_logprobs(self, module: Any, inputs: Any, *, temperature: float, suppress_ids: Any = (),
                        positions: Any = None, chunk_size: int | None = None) -> Any:

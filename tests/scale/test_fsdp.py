@@ -19,7 +19,8 @@ from trainers.torch_backend import TorchTrainer, TorchTrainerOptions
 
 WORKER = Path(__file__).with_name("fsdp_worker.py")
 #: 5 segments -> 2 micro-batches: rank 1 also gets an idle round
-OPTIONS = {"micro_batch_tokens": 700, "adam_eps": batch.ADAM_EPS}
+# packed (the default): rows of 141+139 and 133+131+130 tokens, one micro-batch per rank
+OPTIONS = {"micro_batch_tokens": 400, "adam_eps": batch.ADAM_EPS}
 COMPARED = ("loss/tokens", "loss/pg", "loss/kl", "actor/approx_kl", "actor/ratio_mean", "actor/ratio_max",
             "actor/ratio_min", "actor/clipfrac_high", "actor/clipfrac_low", "actor/grad_norm")
 

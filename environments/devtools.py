@@ -11,13 +11,17 @@ answers (Chrome may just have been launched) and prints one JSON answer:
 * ``{"action": "open", "urls": [...]}`` -> the pages after opening each URL in a new tab and closing the
   page that was first before (as OSWorld's ``chrome_open_tabs`` replaces the start page);
 * ``{"action": "fetch", "url": ...}`` -> ``{"content": ...}``: the document at ``url`` as the desktop's network
-  serves it (HTTP GET; ``""`` when it cannot be fetched).
+  serves it (HTTP GET; ``""`` when it cannot be fetched);
+* ``{"action": "evaluate", "expression": ...}`` -> ``{"url", "value"}``: the JavaScript expression's JSON value
+  in the active page, once its document has loaded (``Runtime.evaluate`` over the page's DevTools WebSocket,
+  spoken here with the stdlib: a masked text frame out, frames in until the answer with our id), or
+  ``null`` when no page is open.
 """
 
 from __future__ import annotations
 
 PROGRAM = r'''
-import json, os, sys, time, urllib.parse, urllib.request
+import base64, json, os, socket, struct, sys, time, urllib.parse, urllib.request
 request = json.loads(sys.argv[1])
 home = os.path.expanduser("~")
 
@@ -62,6 +66,80 @@ while port is None:
             sys.exit("no browser DevTools endpoint answers (launch it with --remote-debugging-port, e.g. "
                      "google-chrome --remote-debugging-port=1337)")
         time.sleep(0.5)
+def recv_exact(sock, n):
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise OSError("the page's DevTools socket closed")
+        data += chunk
+    return data
+
+class Page:
+    """One page's DevTools WebSocket (RFC 6455, client side: masked frames out)."""
+    def __init__(self, ws_url):
+        parts = urllib.parse.urlparse(ws_url)
+        self.sock = socket.create_connection((parts.hostname, parts.port), timeout=60)
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.sock.sendall(("GET %s HTTP/1.1\r\nHost: %s:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                           "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n"
+                           % (parts.path, parts.hostname, parts.port, key)).encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += recv_exact(self.sock, 1)
+        if b" 101 " not in head.split(b"\r\n")[0]:
+            raise OSError("DevTools refused the WebSocket: %r" % head[:200])
+        self.ids = 0
+    def send(self, payload):
+        mask = os.urandom(4)
+        n = len(payload)
+        header = b"\x81" + (bytes([0x80 | n]) if n < 126 else
+                              bytes([0x80 | 126]) + struct.pack(">H", n) if n < 65536 else
+                              bytes([0x80 | 127]) + struct.pack(">Q", n))
+        self.sock.sendall(header + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
+    def message(self):
+        data = b""
+        while True:
+            first, second = recv_exact(self.sock, 2)
+            n = second & 0x7F
+            if n == 126:
+                n = struct.unpack(">H", recv_exact(self.sock, 2))[0]
+            elif n == 127:
+                n = struct.unpack(">Q", recv_exact(self.sock, 8))[0]
+            payload = recv_exact(self.sock, n)
+            opcode = first & 0x0F
+            if opcode == 8:
+                raise OSError("the page's DevTools socket closed")
+            if opcode in (0, 1, 2):
+                data += payload
+                if first & 0x80:
+                    return json.loads(data)
+    def call(self, method, params):
+        self.ids += 1
+        self.send(json.dumps({"id": self.ids, "method": method, "params": params}).encode())
+        while True:
+            answer = self.message()
+            if answer.get("id") == self.ids:
+                if "error" in answer:
+                    raise OSError("%s: %s" % (method, answer["error"]))
+                return answer["result"]
+    def evaluate(self, expression):
+        result = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True,
+                                                "awaitPromise": True})
+        if "exceptionDetails" in result:
+            raise OSError("the expression threw: %s" % json.dumps(result["exceptionDetails"])[:500])
+        return result["result"].get("value")
+
+if request["action"] == "evaluate":
+    targets = [t for t in call(port, "/json/list") if t.get("type") == "page"]
+    if not targets:
+        print("null")
+        sys.exit(0)
+    page = Page(targets[0]["webSocketDebuggerUrl"])
+    while page.evaluate("document.readyState") != "complete" and time.time() < deadline:
+        time.sleep(0.25)
+    print(json.dumps({"url": page.evaluate("location.href"), "value": page.evaluate(request["expression"])}))
+    sys.exit(0)
 if request["action"] == "open":
     before = pages(port)
     for index, url in enumerate(request["urls"]):

@@ -19,6 +19,8 @@ _GETTERS = {
         "new_startup_page", "data_delete_automacally", "find_unpacked_extension_path", "open_tabs_info",
         "active_url_from_accessTree", "active_tab_info", "active_tab_url_parse", "url_dashPart", "bookmarks",
     ),
+    "environments.judges.relative_time": ("rule_relativeTime",),
+    "environments.judges.html_parse": ("active_tab_html_parse",),
 }
 GETTER_NAMES = tuple(name for names in _GETTERS.values() for name in names)
 

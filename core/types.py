@@ -64,7 +64,8 @@ class Task(BaseModel):
     id: str
     instruction: str
     snapshot: str = ""
-    source: str = ""
+    #: where the task comes from: a URL or a name, or several (some OSWorld tasks cite two forum threads)
+    source: str | list[str] = ""
     config: list[SetupStep] = Field(default_factory=list)
     related_apps: list[str] = Field(default_factory=list)
     evaluator: Evaluator

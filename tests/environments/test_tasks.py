@@ -84,3 +84,12 @@ def test_loader_filters_and_reports_unknown_names() -> None:
 def test_core_loader_rejects_unknown_include() -> None:
     with pytest.raises(ConfigError, match="unknown task ids"):
         load_tasks(["package:environments.tasks/osworld"], include=["not-a-task"])
+
+
+def test_a_task_may_name_several_sources(tmp_path: Path) -> None:
+    """As OSWorld's vs_code/ea98c5d7 does (two forum threads)."""
+    raw = {"id": "two-sources", "instruction": "x", "evaluator": {"func": "infeasible"},
+           "source": ["https://superuser.com/q/1", "https://superuser.com/q/2"]}
+    (tmp_path / "t.json").write_text(json.dumps(raw))
+    (task,) = load_tasks([str(tmp_path / "t.json")])
+    assert task.source == raw["source"]

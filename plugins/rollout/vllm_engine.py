@@ -110,6 +110,10 @@ def sampling_kwargs(request: GenerationRequest, logit_bias: dict[int, float], se
         raise ValueError(f"temperature must be > 0 (sampling), got {request.temperature}")
     if not request.stop_ids:
         raise ValueError("generation request has no stop ids; the response could only end at max_new_tokens")
+    if request.top_p < 1.0:
+        raise ValueError(f"top_p {request.top_p} < 1 with the vllm engine: vLLM's processed logprobs are taken after "
+                         "top-p truncation, which the trainer's policy does not include (trainers/policy.py), so every "
+                         "importance ratio would be off; use top_p 1.0 (the paper's setting) or the hf engine")
     banned = set(request.stop_ids) & set(logit_bias)
     if banned:
         raise ValueError(f"stop ids {sorted(banned)} are suppressed tokens; the response could never stop")

@@ -1,5 +1,7 @@
-"""Test double of vLLM's in-process API (vLLM needs CUDA): the real request/response types' fields, generation by
-the real ``hf`` engine on the tiny model. Only what :mod:`plugins.rollout.vllm_engine` touches exists."""
+"""Stand-in for vLLM's in-process API on machines without vLLM and a GPU (tests/scale/test_vllm_engine.py uses the
+real vLLM where it runs): the real request/response types' fields, and an ``AsyncLLM`` that samples on its own
+(its own forward pass, logit bias, temperature, top-k/top-p, seeded draws, processed or raw logprobs) so the
+engine under test can disagree with the trainer. Only what :mod:`plugins.rollout.vllm_engine` touches exists."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""AsyncLLM test double: placeholders re-expanded as vLLM's processor does, sampling by the real hf engine."""
+"""AsyncLLM stand-in: placeholders re-expanded as vLLM's processor does, sampling on its own as vLLM's v1 sampler
+documents it (see :class:`AsyncLLM`)."""
 
 from __future__ import annotations
 
@@ -38,17 +39,27 @@ class RequestOutput:
 
 
 class AsyncLLM:
+    """Samples on its own, as vLLM documents its v1 sampler: the model's next-token logits (its own forward pass
+    through the tiny model loaded from ``args.model``), plus ``logit_bias`` (clamped to [-100, 100]), divided by
+    the temperature, then top-k and top-p truncation, then a draw from a generator seeded by the request's
+    ``seed``. The reported logprob of the sampled token follows ``args.logprobs_mode``: ``processed_logprobs``
+    after every step above (truncation included), ``raw_logprobs`` from the model's logits alone. Nothing here
+    calls the project's hf engine, so the engine under test can disagree with the trainer."""
+
     instances: list["AsyncLLM"] = []
 
     def __init__(self, args: Any) -> None:
         from plugins.qwen_vl.model import QwenVLModel, QwenVLOptions
-        from plugins.rollout.hf import HFEngineOptions, HFRolloutEngine
 
         mm = args.mm_processor_kwargs or {}
+        if args.logprobs_mode not in ("processed_logprobs", "raw_logprobs"):
+            raise ValueError(f"logprobs_mode {args.logprobs_mode!r} is not one this stand-in reports")
         self.args = args
         self.policy = QwenVLModel(QwenVLOptions(path=args.model, min_pixels=mm.get("min_pixels"),
                                                 max_pixels=mm.get("max_pixels")))
-        self.hf = HFRolloutEngine(HFEngineOptions(device="cpu"), model=self.policy)
+        self.module = self.policy.load(dtype="float32")
+        self.staged: dict[str, torch.Tensor] | None = None
+        self.weight_version = 0
         self.model_config = SimpleNamespace(dtype=torch.float32)
         self.calls: list[str] = []
         self.loop = None
@@ -61,37 +72,75 @@ class AsyncLLM:
 
     async def generate(self, prompt: dict[str, Any], params: Any, request_id: str) -> AsyncIterator[RequestOutput]:
         self.loop = asyncio.get_running_loop()
-        if params.logprobs != 0 or not params.ignore_eos or self.args.logprobs_mode != "processed_logprobs":
-            raise AssertionError("the engine must ask for the sampled logprob under the processed distribution")
+        if params.logprobs is None:
+            raise AssertionError("no logprobs requested: vLLM would return none")
         renderer = self.policy.renderer()
         images = [_png(im) for im in (prompt.get("multi_modal_data") or {}).get("image", [])]
         ids: list[int] = []
         pads = iter(images)
-        for token in prompt["prompt_token_ids"]:  # vLLM: one placeholder per image, expanded here
+        for token in prompt["prompt_token_ids"]:  # vLLM: one placeholder per image, expanded by its processor
             ids.extend([token] * renderer.image_tokens(next(pads)) if token == renderer.image_pad_id else [token])
-        request = GenerationRequest(ids, images, params.max_tokens, temperature=params.temperature,
-                                    top_p=params.top_p, stop_ids=tuple(params.stop_token_ids), seed=params.seed)
         self.calls.append("generate")
-        (generation,) = await asyncio.to_thread(self.hf.generate_batch, [request], [params.seed])
-        entries = [{t: Logprob(lp)} for t, lp in zip(generation.ids, generation.logprobs)]
-        yield RequestOutput(request_id, [CompletionOutput(0, generation.ids, entries, generation.finish_reason)], True)
+        sampled, logprobs, finish = await asyncio.to_thread(self._sample, ids, images, params)
+        entries = [{t: Logprob(lp)} for t, lp in zip(sampled, logprobs)]
+        yield RequestOutput(request_id, [CompletionOutput(0, sampled, entries, finish)], True)
+
+    @torch.no_grad()
+    def _sample(self, prompt: list[int], images: list[Screenshot], params: Any) -> tuple[list[int], list[float], str]:
+        generator = torch.Generator().manual_seed(params.seed if params.seed is not None else 0)
+        ids, out, logprobs = list(prompt), [], []
+        stops = set(params.stop_token_ids or [])
+        for _ in range(params.max_tokens):
+            inputs = self.policy.model_inputs([ids], [images])
+            raw = self.module(**inputs).logits[0, -1].float()
+            logits = raw.clone()
+            for token, bias in (params.logit_bias or {}).items():
+                logits[int(token)] += max(-100.0, min(100.0, float(bias)))
+            logits = logits / params.temperature
+            if params.top_k and params.top_k > 0:
+                kth = torch.topk(logits, params.top_k).values[-1]
+                logits = logits.masked_fill(logits < kth, float("-inf"))
+            if params.top_p < 1.0:
+                ordered, order = torch.sort(logits, descending=True)
+                cumulative = torch.softmax(ordered, -1).cumsum(-1)
+                drop = cumulative - torch.softmax(ordered, -1) > params.top_p  # keep the token that crosses p
+                logits = logits.masked_fill(torch.zeros_like(drop).scatter(0, order, drop), float("-inf"))
+            processed = torch.log_softmax(logits, -1)
+            token = int(torch.multinomial(processed.exp(), 1, generator=generator))
+            reported = processed if self.args.logprobs_mode == "processed_logprobs" else torch.log_softmax(raw, -1)
+            out.append(token)
+            logprobs.append(float(reported[token]))
+            ids.append(token)
+            if token in stops:
+                return out, logprobs, "stop"
+        return out, logprobs, "length"
 
     async def init_weight_transfer_engine(self, request: Any) -> None:
         self.calls.append("init")
 
     async def start_weight_update(self) -> None:  # vLLM 0.33: no arguments (checkpoint names)
-        self.hf.begin_weight_update((self.hf.weight_version or 0) + 1)  # the stand-in's own model
+        self.staged = {}
         self.calls.append("start")
 
     async def update_weights(self, request: Any) -> None:
+        if self.staged is None:
+            raise RuntimeError("update_weights outside start_weight_update / finish_weight_update")
         info = request.update_info
         handles = pickle.loads(base64.b64decode(info["ipc_handles_pickled"]))
-        tensors = [(name, func(*args)) for name, (func, args) in zip(info["names"], handles)]
-        self.hf.update_weights(tensors)
+        params = dict(self.module.named_parameters())
+        for name, (func, args) in zip(info["names"], handles):
+            if name not in params:
+                raise KeyError(f"no parameter {name!r} in the served model")
+            self.staged[name] = func(*args)
         self.calls.append("update")
 
     async def finish_weight_update(self) -> None:
-        self.hf.commit_weight_update()
+        params = dict(self.module.named_parameters())
+        with torch.no_grad():
+            for name, tensor in (self.staged or {}).items():
+                params[name].copy_(tensor)
+        self.staged = None
+        self.weight_version += 1
         self.calls.append("finish")
 
     def shutdown(self) -> None:

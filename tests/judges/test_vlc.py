@@ -47,7 +47,7 @@ def vlcrc(tmp: Path, name: str, *settings: str, layout: str = "vlc") -> str:
         "# Display background cone or art (boolean)", "#qt-bgcone=1", "",
         "# Maximum Volume displayed (integer)", "#qt-max-volume=125", "",
         "# Start in minimal view (without menus) (boolean)", "#qt-minimal-view=0", "",
-        "# Define the colors of the volume slider (string)", "#qt-slider-colours=153;210;153;20;210;20;255;199;15;245;39;29",
+        "# Define the colors of the volume slider (string)", f"#qt-slider-colours={vlc.SLIDER_DEFAULT}",
         "", "[core] # core program", "",
         "# Record directory (string)", "#input-record-path=", "",
         "# Play/Pause (string)", "#global-key-play-pause=", "#key-play-pause=Space", "",
@@ -58,6 +58,7 @@ def vlcrc(tmp: Path, name: str, *settings: str, layout: str = "vlc") -> str:
     return str(path)
 
 
+DESKTOP = {"recording_file_path": "/home/user/Desktop"}
 CONFIG_CASES: list[tuple[str, tuple[str, ...], dict[str, Any]]] = [
     ("check_qt_bgcone", (), {"expected_qt_bgcone": 1}),  # commented default counts: "1"
     ("check_qt_bgcone", (), {"expected_qt_bgcone": 0}),
@@ -92,14 +93,14 @@ CONFIG_CASES: list[tuple[str, tuple[str, ...], dict[str, Any]]] = [
     ("check_qt_slider_colours", ("qt-slider-colours=1;2;3",), {"type": "match", "expected_qt_slider_colours": "1;2;3"}),
     ("check_qt_slider_colours", (), {"type": "match", "expected_qt_slider_colours": vlc.SLIDER_DEFAULT}),
     ("check_qt_slider_colours", (), {"type": "match", "expected_qt_slider_colours": "1;2;3"}),
-    ("is_vlc_recordings_folder", (), {"recording_file_path": "/home/user/Desktop"}),
-    ("is_vlc_recordings_folder", ("input-record-path=/home/user/Desktop",), {"recording_file_path": "/home/user/Desktop"}),
-    ("is_vlc_recordings_folder", ("input-record-path=/home/user/Desktop ",), {"recording_file_path": "/home/user/Desktop"}),
-    ("is_vlc_recordings_folder", ("input-record-path=/home/user/Videos",), {"recording_file_path": "/home/user/Desktop"}),
+    ("is_vlc_recordings_folder", (), DESKTOP),
+    ("is_vlc_recordings_folder", ("input-record-path=/home/user/Desktop",), DESKTOP),
+    ("is_vlc_recordings_folder", ("input-record-path=/home/user/Desktop ",), DESKTOP),
+    ("is_vlc_recordings_folder", ("input-record-path=/home/user/Videos",), DESKTOP),
     ("is_vlc_recordings_folder", ("input-record-path=/tmp", "input-record-path=/home/user/Desktop"),
-     {"recording_file_path": "/home/user/Desktop"}),  # the first uncommented line decides
+     DESKTOP),  # the first uncommented line decides
     ("is_vlc_recordings_folder", ("  # input-record-path=/home/user/Desktop",),
-     {"recording_file_path": "/home/user/Desktop"}),  # only lines *starting* with '#' are comments
+     DESKTOP),  # only lines *starting* with '#' are comments
 ]
 
 

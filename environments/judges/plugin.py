@@ -21,6 +21,7 @@ _GETTERS = {
     ),
     "environments.judges.relative_time": ("rule_relativeTime",),
     "environments.judges.html_parse": ("active_tab_html_parse",),
+    "environments.judges.vlc": ("vm_window_size", "vlc_playing_info"),
 }
 GETTER_NAMES = tuple(name for names in _GETTERS.values() for name in names)
 
@@ -60,6 +61,11 @@ _METRICS = {
     "environments.judges.apps": ("check_json_settings", "is_extension_installed", "check_thunderbird_prefs",
                                  "check_thunderbird_filter"),
     "environments.judges.slides": ("compare_pptx_files",),
+    "environments.judges.vlc": (
+        "check_qt_bgcone", "check_qt_max_volume", "check_qt_minimal_view", "check_qt_slider_colours",
+        "check_global_key_play_pause", "check_one_instance_when_started_from_file", "is_vlc_recordings_folder",
+        "is_vlc_fullscreen", "is_vlc_playing",
+    ),
     "environments.judges.impress": (
         "check_presenter_console_disable", "check_auto_saving_time", "check_slide_orientation_Portrait",
         "check_transition", "check_page_number_colors", "evaluate_presentation_fill_to_rgb_distance",

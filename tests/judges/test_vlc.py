@@ -246,15 +246,10 @@ def test_window_size_and_playing_info_on_a_desktop(tmp_path: Path, vlc_http: int
     from core.types import JudgementStatus, Task
     from environments.local_desktop import LocalDesktopBackend, LocalDesktopOptions
 
-    if shutil.which("xmessage") is None or shutil.which("xterm") is None:
-        pytest.skip("needs xmessage and xterm (Debian x11-utils, xterm)")
+    assert shutil.which("xmessage") and shutil.which("xterm"), "scripts/install.sh installs x11-utils and xterm"
     judge = JudgeServices.of(load_plugins())
-    for name in ("vm_window_size", "vlc_playing_info"):  # until environments/judges/plugin.py lists them
-        if name not in judge.getters:
-            judge.getters.register(name, f"environments.judges.vlc:get_{name}")
-    for name in ("is_vlc_fullscreen", "is_vlc_playing"):
-        if name not in judge.metrics:
-            judge.metrics.register(name, f"environments.judges.vlc:{name}")
+    assert all(name in judge.getters for name in ("vm_window_size", "vlc_playing_info"))
+    assert all(name in judge.metrics for name in ("is_vlc_fullscreen", "is_vlc_playing"))
     wait = {"type": "execute", "parameters": {"command": ["xdotool", "search", "--sync", "--onlyvisible",
                                                           "--classname", "^vlc$"]}}
 

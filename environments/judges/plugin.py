@@ -22,6 +22,8 @@ _GETTERS = {
     "environments.judges.relative_time": ("rule_relativeTime",),
     "environments.judges.html_parse": ("active_tab_html_parse",),
     "environments.judges.vlc": ("vm_window_size", "vlc_playing_info"),
+    "environments.judges.system": ("vm_terminal_output", "vm_wallpaper", "default_video_player",
+                                   "content_from_vm_file", "url_path_parse"),
 }
 GETTER_NAMES = tuple(name for names in _GETTERS.values() for name in names)
 
@@ -61,6 +63,8 @@ _METRICS = {
     "environments.judges.apps": ("check_json_settings", "is_extension_installed", "check_thunderbird_prefs",
                                  "check_thunderbird_filter"),
     "environments.judges.slides": ("compare_pptx_files",),
+    "environments.judges.system": ("is_utc_0", "check_moved_jpgs", "check_gnome_favorite_apps", "run_sqlite3",
+                                   "is_expected_search_query", "is_in_vm_clickboard"),
     "environments.judges.vlc": (
         "check_qt_bgcone", "check_qt_max_volume", "check_qt_minimal_view", "check_qt_slider_colours",
         "check_global_key_play_pause", "check_one_instance_when_started_from_file", "is_vlc_recordings_folder",

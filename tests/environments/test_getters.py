@@ -52,7 +52,18 @@ def http_root(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def test_every_registered_getter_exists() -> None:
-    assert set(GETTER_NAMES) == set(g.GETTERS) | set(chrome.GETTERS)
+    """Each name environments/judges/plugin.py registers is an async ``get_<name>`` of the module it names."""
+    import importlib
+    import inspect
+
+    from environments.judges.plugin import _GETTERS
+
+    for module, names in _GETTERS.items():
+        loaded = importlib.import_module(module)
+        for name in names:
+            assert inspect.iscoroutinefunction(getattr(loaded, f"get_{name}", None)), f"{module}:get_{name}"
+    assert len(GETTER_NAMES) == len(set(GETTER_NAMES))  # no name registered twice
+    assert set(g.GETTERS) | set(chrome.GETTERS) <= set(GETTER_NAMES)
 
 
 def test_vm_file_downloads_into_the_evaluation_cache(desktop: DesktopSession, tmp_path: Path) -> None:

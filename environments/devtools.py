@@ -12,6 +12,7 @@ answers (Chrome may just have been launched) and prints one JSON answer:
   page that was first before (as OSWorld's ``chrome_open_tabs`` replaces the start page);
 * ``{"action": "fetch", "url": ...}`` -> ``{"content": ...}``: the document at ``url`` as the desktop's network
   serves it (HTTP GET; ``""`` when it cannot be fetched);
+* ``{"action": "close", "ids": [...]}`` -> the pages after closing the pages with those ids;
 * ``{"action": "evaluate", "expression": ...}`` -> ``{"url", "value"}``: the JavaScript expression's JSON value
   in the active page, once its document has loaded (``Runtime.evaluate`` over the page's DevTools WebSocket,
   spoken here with the stdlib: a masked text frame out, frames in until the answer with our id), or
@@ -140,6 +141,9 @@ if request["action"] == "evaluate":
         time.sleep(0.25)
     print(json.dumps({"url": page.evaluate("location.href"), "value": page.evaluate(request["expression"])}))
     sys.exit(0)
+if request["action"] == "close":
+    for target in request["ids"]:
+        call(port, "/json/close/" + target)
 if request["action"] == "open":
     before = pages(port)
     for index, url in enumerate(request["urls"]):

@@ -4,7 +4,8 @@ Supported step types (those that make sense offline): ``download`` (http(s)
 fetched by the desktop; ``file://`` URLs and plain paths read on this host
 and uploaded, so they work for remote desktops too), ``upload_file``,
 ``open``, ``launch``, ``execute`` / ``command``, ``execute_with_verification``,
-``sleep``, ``activate_window``, ``close_window``. Placeholders such as
+``sleep``, ``activate_window``, ``close_window``, and Chrome's ``chrome_open_tabs``,
+``chrome_close_tabs``, ``update_browse_history``. Placeholders such as
 ``{SCREEN_WIDTH}`` are replaced in every string parameter.
 """
 
@@ -14,6 +15,7 @@ import asyncio
 import dataclasses
 import os
 import shlex
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Literal, Mapping, Sequence
@@ -230,6 +232,49 @@ async def _chrome_open_tabs(client: EnvironmentClient, params: dict[str, Any], c
     return await client.devtools({"action": "open", "urls": urls, "wait_s": float(params.get("wait_s", 30))})
 
 
+async def _chrome_close_tabs(client: EnvironmentClient, params: dict[str, Any], context: SetupContext) -> Any:
+    """OSWorld's ``chrome_close_tabs``: for each of ``urls_to_close``, the first open tab (oldest first) whose URL
+    matches it (:func:`environments.judges.browser.compare_urls`) is closed, at most one tab per URL; a URL without
+    a tab is passed over. Tabs that were just opened may not show their URL yet: the tabs are read again for up to
+    ``settle_s`` (5, as long as upstream waits first) until every URL has one."""
+    from environments.judges.browser import compare_urls
+
+    urls = params.get("urls_to_close")
+    if not isinstance(urls, list) or not urls or not all(isinstance(u, str) and u for u in urls):
+        raise ValueError(f"needs 'urls_to_close': a non-empty list of URLs, got {urls!r}")
+    request = {"action": "tabs", "wait_s": float(params.get("wait_s", 30))}
+    deadline = asyncio.get_running_loop().time() + float(params.get("settle_s", 5))
+    while True:
+        tabs = list(reversed(await client.devtools(request)))  # Chrome lists the most recently active first
+        chosen: list[dict[str, str]] = []
+        for url in urls:
+            match = next((t for t in tabs if t not in chosen and compare_urls(t["url"], url)), None)
+            if match is not None:
+                chosen.append(match)
+        if len(chosen) == len(urls) or asyncio.get_running_loop().time() > deadline:
+            break
+        await asyncio.sleep(0.5)
+    return await client.devtools({**request, "action": "close", "ids": [tab["id"] for tab in chosen]})
+
+
+async def _update_browse_history(client: EnvironmentClient, params: dict[str, Any], context: SetupContext) -> Any:
+    """OSWorld's ``update_browse_history``: the profile's ``History`` replaced by one that holds only ``history``
+    (each ``{url, title, visit_time_from_now_in_seconds}`` visited once that long ago); see
+    :func:`environments.judges.chrome_history.write_browse_history`. Run it while Chrome is closed, as tasks do."""
+    from environments.judges.chrome_history import HISTORY, write_browse_history
+
+    entries = params.get("history")
+    if not isinstance(entries, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("url"), str) and isinstance(e.get("title"), str)
+            and isinstance(e.get("visit_time_from_now_in_seconds"), (int, float)) for e in entries):
+        raise ValueError("needs 'history': a list of {'url', 'title', 'visit_time_from_now_in_seconds'} objects, "
+                         f"got {str(entries)[:200]}")
+    template = await client.get_file(HISTORY)
+    data = await asyncio.to_thread(write_browse_history, template, entries, time.time())
+    await client.upload_file(HISTORY, data)
+    return len(entries)
+
+
 async def _sleep(client: EnvironmentClient, params: dict[str, Any], context: SetupContext) -> Any:
     seconds = params.get("seconds", 1)
     if not isinstance(seconds, (int, float)) or not 0 <= seconds <= MAX_SLEEP_S:
@@ -266,6 +311,8 @@ STEP_HANDLERS: dict[str, StepHandler] = {
     "open": _open,
     "launch": _launch,
     "chrome_open_tabs": _chrome_open_tabs,
+    "chrome_close_tabs": _chrome_close_tabs,
+    "update_browse_history": _update_browse_history,
     "execute": _execute,
     "command": _execute,
     "execute_with_verification": _execute_with_verification,

@@ -22,6 +22,8 @@ _GETTERS = {
     "environments.judges.relative_time": ("rule_relativeTime",),
     "environments.judges.html_parse": ("active_tab_html_parse",),
     "environments.judges.vlc": ("vm_window_size", "vlc_playing_info"),
+    "environments.judges.chrome_profile": ("history", "cookie_data", "chrome_font_size", "enabled_experiments",
+                                           "shortcuts_on_desktop", "find_installed_extension_name", "page_info"),
     "environments.judges.system": ("vm_terminal_output", "vm_wallpaper", "default_video_player",
                                    "content_from_vm_file", "url_path_parse"),
 }
@@ -63,6 +65,10 @@ _METRICS = {
     "environments.judges.apps": ("check_json_settings", "is_extension_installed", "check_thunderbird_prefs",
                                  "check_thunderbird_filter"),
     "environments.judges.slides": ("compare_pptx_files",),
+    "environments.judges.chrome_profile": (
+        "check_history_deleted", "is_cookie_deleted", "check_font_size", "check_enabled_experiments",
+        "is_shortcut_on_desktop", "is_expected_installed_extensions", "is_added_to_steam_cart",
+    ),
     "environments.judges.system": ("is_utc_0", "check_moved_jpgs", "check_gnome_favorite_apps", "run_sqlite3",
                                    "is_expected_search_query", "is_in_vm_clickboard"),
     "environments.judges.vlc": (

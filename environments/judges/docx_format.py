@@ -39,7 +39,7 @@ log = structlog.get_logger(__name__)
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 
 
-def _open(path: str | None) -> Any:
+def open_docx(path: str | None) -> Any:
     if not path:
         return None
     from docx import Document
@@ -54,7 +54,7 @@ def _open(path: str | None) -> Any:
 def _pair(result: str | None, expected: str | None, same_text: bool = False) -> tuple[Any, Any] | None:
     if not result or not expected or (same_text and not compare_docx_files(result, expected)):
         return None
-    first, second = _open(result), _open(expected)
+    first, second = open_docx(result), open_docx(expected)
     return None if first is None or second is None else (first, second)
 
 
@@ -138,7 +138,7 @@ def compare_insert_equation(result: str | None, expected: str | None = None, **_
 
 
 def has_page_numbers_in_footers(result: str | None, **_: Any) -> float:
-    document = _open(result)
+    document = open_docx(result)
     if document is None:
         return 0.0
     for section in document.sections:
@@ -149,7 +149,7 @@ def has_page_numbers_in_footers(result: str | None, **_: Any) -> float:
 
 
 def compare_font_names(result: str | None, rules: Mapping[str, Any] | None = None, **_: Any) -> float:
-    document = _open(result)
+    document = open_docx(result)
     if document is None or not isinstance(rules, Mapping) or "font_name" not in rules:
         return 0.0
     return float(all(run.font.name == rules["font_name"] for p in document.paragraphs for run in p.runs))
@@ -158,14 +158,14 @@ def compare_font_names(result: str | None, rules: Mapping[str, Any] | None = Non
 def is_first_line_centered(result: str | None, **_: Any) -> float:
     from docx.enum.text import WD_PARAGRAPH_ALIGNMENT
 
-    document = _open(result)
+    document = open_docx(result)
     if document is None or not document.paragraphs:
         return 0.0
     return float(document.paragraphs[0].paragraph_format.alignment == WD_PARAGRAPH_ALIGNMENT.CENTER)
 
 
 def contains_page_break(result: str | None, rules: Mapping[str, Any] | None = None, **_: Any) -> float:
-    document = _open(result)
+    document = open_docx(result)
     if document is None:
         return 0.0
     count = sum(1 for p in document.paragraphs for run in p.runs for br in run.element.iter(f"{_W}br")
@@ -192,7 +192,7 @@ def check_italic_font_size_14(result: str | None, expected: str | None = None, *
 
 
 def evaluate_conversion(result: str | None, **_: Any) -> float:
-    document = _open(result)
+    document = open_docx(result)
     if document is None:
         return 0.0
     cells = (p for table in document.tables for row in table.rows for cell in row.cells for p in cell.paragraphs)
@@ -203,7 +203,7 @@ def evaluate_conversion(result: str | None, **_: Any) -> float:
 
 
 def evaluate_spacing(result: str | None, **_: Any) -> float:
-    document = _open(result)
+    document = open_docx(result)
     if document is None or len(document.paragraphs) < 3:
         return 0.0
     spacing = [p.paragraph_format.line_spacing for p in document.paragraphs[:3]]

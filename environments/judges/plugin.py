@@ -69,6 +69,15 @@ _METRICS = {
         "check_history_deleted", "is_cookie_deleted", "check_font_size", "check_enabled_experiments",
         "is_shortcut_on_desktop", "is_expected_installed_extensions", "is_added_to_steam_cart",
     ),
+    "environments.judges.office_more": (
+        "check_highlighted_words", "find_default_font", "compare_unique_train_records",
+        "evaluate_colored_words_in_tables", "compare_docx_files_and_ignore_new_lines", "compare_references",
+        "fuzzy_place_math",
+    ),
+    "environments.judges.web_files": (
+        "check_pdf_pages", "compare_pdf_images", "compare_htmls", "compare_epub", "compare_result_files",
+        "compare_conference_city_in_order",
+    ),
     "environments.judges.system": ("is_utc_0", "check_moved_jpgs", "check_gnome_favorite_apps", "run_sqlite3",
                                    "is_expected_search_query", "is_in_vm_clickboard"),
     "environments.judges.vlc": (

@@ -16,7 +16,12 @@ answers (Chrome may just have been launched) and prints one JSON answer:
 * ``{"action": "evaluate", "expression": ...}`` -> ``{"url", "value"}``: the JavaScript expression's JSON value
   in the active page, once its document has loaded (``Runtime.evaluate`` over the page's DevTools WebSocket,
   spoken here with the stdlib: a masked text frame out, frames in until the answer with our id), or
-  ``null`` when no page is open.
+  ``null`` when no page is open;
+* ``{"action": "render", "url": ..., "pdf": false, "settle_s": 0}`` -> ``{"title", "url", "content"}``: the page
+  at ``url`` opened in a fresh browser context (no cookies or tabs of the user's), after its document has
+  loaded (up to ``wait_s``) and ``settle_s`` more seconds: its title, location and serialized DOM; with
+  ``"pdf": true`` also ``"pdf"``, the page printed by ``Page.printToPDF`` (base64) with Playwright's
+  ``page.pdf()`` defaults (Letter paper, no margins, no backgrounds). The context is disposed afterwards.
 """
 
 from __future__ import annotations
@@ -140,6 +145,26 @@ if request["action"] == "evaluate":
     while page.evaluate("document.readyState") != "complete" and time.time() < deadline:
         time.sleep(0.25)
     print(json.dumps({"url": page.evaluate("location.href"), "value": page.evaluate(request["expression"])}))
+    sys.exit(0)
+if request["action"] == "render":
+    browser = Page(call(port, "/json/version")["webSocketDebuggerUrl"])
+    context = browser.call("Target.createBrowserContext", {"disposeOnDetach": True})["browserContextId"]
+    target = browser.call("Target.createTarget", {"url": "about:blank", "browserContextId": context})["targetId"]
+    try:
+        page = Page("ws://127.0.0.1:%d/devtools/page/%s" % (port, target))
+        page.call("Page.navigate", {"url": request["url"]})
+        while page.evaluate("document.readyState") != "complete" and time.time() < deadline:
+            time.sleep(0.25)
+        time.sleep(float(request.get("settle_s", 0)))
+        answer = {"title": page.evaluate("document.title"), "url": page.evaluate("location.href"),
+                  "content": page.evaluate("(document.doctype ? new XMLSerializer().serializeToString("
+                                           "document.doctype) : '') + document.documentElement.outerHTML")}
+        if request.get("pdf"):  # Playwright's page.pdf() defaults: Letter, no margins, no backgrounds
+            answer["pdf"] = page.call("Page.printToPDF", {"paperWidth": 8.5, "paperHeight": 11, "marginTop": 0,
+                                                          "marginBottom": 0, "marginLeft": 0, "marginRight": 0})["data"]
+    finally:
+        browser.call("Target.disposeBrowserContext", {"browserContextId": context})
+    print(json.dumps(answer))
     sys.exit(0)
 if request["action"] == "close":
     for target in request["ids"]:

@@ -24,6 +24,7 @@ _GETTERS = {
     "environments.judges.vlc": ("vm_window_size", "vlc_playing_info"),
     "environments.judges.chrome_profile": ("history", "cookie_data", "chrome_font_size", "enabled_experiments",
                                            "shortcuts_on_desktop", "find_installed_extension_name", "page_info"),
+    "environments.judges.media": ("background_image_in_slide", "audio_in_slide", "pdf_from_url"),
     "environments.judges.system": ("vm_terminal_output", "vm_wallpaper", "default_video_player",
                                    "content_from_vm_file", "url_path_parse"),
 }
@@ -78,6 +79,7 @@ _METRICS = {
         "check_pdf_pages", "compare_pdf_images", "compare_htmls", "compare_epub", "compare_result_files",
         "compare_conference_city_in_order",
     ),
+    "environments.judges.media": ("compare_videos", "compare_audios"),
     "environments.judges.system": ("is_utc_0", "check_moved_jpgs", "check_gnome_favorite_apps", "run_sqlite3",
                                    "is_expected_search_query", "is_in_vm_clickboard"),
     "environments.judges.vlc": (

@@ -6,8 +6,8 @@ once, including ``easyocr`` (needs torchvision, which does not install here) and
 :func:`metrics_module` registers ``desktop_env``, ``desktop_env.evaluators`` and ``.metrics`` as bare packages
 (their ``__init__`` never runs) and imports one module file (``gimp``, ``docs``, ``slides``, ...), so its
 relative and absolute imports of sibling modules work and nothing else runs. Third-party modules it imports that the
-compared functions never call are *stubs* (named per call); calling into a stub raises, so a conformance test
-cannot silently pass through one.
+compared functions never call and that are not installed are *stubs* (named per call); calling into a stub raises,
+so a conformance test cannot silently pass through one.
 """
 
 from __future__ import annotations
@@ -64,6 +64,13 @@ def _root() -> Path:
     return Path(list(spec.submodule_search_locations)[0])
 
 
+def _absent(name: str) -> bool:
+    """Not installed (or stubbed before): only such modules are stubbed, never a real one another test imports."""
+    if name in sys.modules:
+        return isinstance(sys.modules[name], _Stub)
+    return importlib.util.find_spec(name) is None
+
+
 def metrics_module(name: str, stubs: Sequence[str] = ()) -> types.ModuleType:
     """``desktop_env/evaluators/metrics/<name>.py`` as a module; ``stubs``: top-level imports to stub."""
     root = _root()
@@ -72,7 +79,7 @@ def metrics_module(name: str, stubs: Sequence[str] = ()) -> types.ModuleType:
             package = types.ModuleType(package_name)
             package.__path__ = [str(root.joinpath(*package_name.split(".")[1:]))]  # no __init__ runs
             sys.modules[package_name] = package
-    finder = _StubFinder([s for s in stubs if s not in sys.modules or isinstance(sys.modules[s], _Stub)])
+    finder = _StubFinder([s for s in stubs if _absent(s)])
     sys.meta_path.insert(0, finder)
     try:
         return importlib.import_module(f"{PACKAGES[-1]}.{name}")

@@ -122,9 +122,13 @@ class JudgeExecutor(abc.ABC):
 
     @abc.abstractmethod
     async def run_metric(
-        self, code: str, function: str, result: Any, expected: Any, options: Mapping[str, Any]
+        self, code: str, function: str, result: Any, expected: Any, options: Mapping[str, Any], *,
+        validate: bool = True,
     ) -> JudgeCall:
-        """Call ``function(result, expected, **options)`` defined in ``code``; value is the score."""
+        """Call ``function(result, expected, **options)`` defined in ``code``; value is the score. ``validate``:
+        check ``code`` with the rule validator first (a task's generated judge); False for the project's own
+        registered code that must run isolated because of what it imports (the agent's program), not because
+        of what it is."""
 
     @abc.abstractmethod
     async def run_getter(self, code: str, function: str, env: Environment, config: Mapping[str, Any]) -> JudgeCall:

@@ -34,6 +34,7 @@ from core.errors import EnvironmentFailure
 from core.task_check import generated_functions as defined_functions  # one definition, shared
 from core.interfaces import Environment, JudgeExecutor, JudgeServices
 from core.types import Action, ActionType, Judgement, JudgementStatus, SetupStep, Task
+from environments.judges.sandboxed import SandboxedMetric
 
 log = structlog.get_logger(__name__)
 
@@ -123,8 +124,8 @@ class _Judge:
         if self.executor is None:
             raise JudgeFailure(
                 JudgementStatus.CRASHED,
-                f"'{name}' is defined in the task's generated code but no judge executor is configured "
-                f"(set the 'judge' slot in the config)",
+                f"'{name}' runs untrusted code (the task's generated judge, or a metric that imports the agent's "
+                f"program) but no judge executor is configured (set the 'judge' slot in the config)",
             )
         return self.executor
 
@@ -160,6 +161,13 @@ class _Judge:
         if metric is None:
             names = sorted(self.metrics.names()) if hasattr(self.metrics, "names") else sorted(self.metrics or [])
             raise JudgeFailure(JudgementStatus.CRASHED, f"unknown metric '{name}'; available: {', '.join(names)}")
+        if isinstance(metric, SandboxedMetric):  # it runs the agent's code: only ever in the judge executor
+            call = await self._require_executor(name).run_metric(
+                metric.code, metric.function, result, expected if has_expected else None, dict(options),
+                validate=False)
+            if call.status != JudgementStatus.OK.value:
+                raise JudgeFailure(JudgementStatus(call.status), f"metric {name}: {call.error}")
+            return _check_score(name, call.value)
         if has_expected:
             value = await asyncio.to_thread(metric, result, expected, **options)
         else:

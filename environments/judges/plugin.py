@@ -81,6 +81,7 @@ _METRICS = {
     ),
     "environments.judges.media": ("compare_videos", "compare_audios"),
     "environments.judges.sandboxed": ("check_python_file_by_test_suite",),
+    "environments.judges.ocr": ("compare_image_text",),
     "environments.judges.system": ("is_utc_0", "check_moved_jpgs", "check_gnome_favorite_apps", "run_sqlite3",
                                    "is_expected_search_query", "is_in_vm_clickboard"),
     "environments.judges.vlc": (

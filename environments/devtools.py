@@ -21,13 +21,30 @@ answers (Chrome may just have been launched) and prints one JSON answer:
   at ``url`` opened in a fresh browser context (no cookies or tabs of the user's), after its document has
   loaded (up to ``wait_s``) and ``settle_s`` more seconds: its title, location and serialized DOM; with
   ``"pdf": true`` also ``"pdf"``, the page printed by ``Page.printToPDF`` (base64) with Playwright's
-  ``page.pdf()`` defaults (Letter paper, no margins, no backgrounds). The context is disposed afterwards.
+  ``page.pdf()`` defaults (Letter paper, no margins, no backgrounds). The context is disposed afterwards;
+* ``{"action": "browse", "steps": [...], "fresh": false, "viewport": null, "headers": null}`` ->
+  ``{"values", "error", "url"}``: a new tab (in the user's browser context, or with ``"fresh": true`` in a fresh
+  one, disposed afterwards; ``viewport`` ``[width, height]`` emulated, ``headers`` sent with its requests) drives
+  Playwright-like steps in order, one value each (``null`` for steps without one), and is closed afterwards.
+  Steps (``timeout_s`` 30 unless given): ``{"do": "goto", "url": url or [urls...], "until": "load",
+  "unless_at": false}`` (the first URL that loads up to ``until`` — ``domcontentloaded``, ``load`` or
+  ``networkidle``: loaded and no request in flight for 0.5 s; with ``unless_at`` skipped when the page is at the
+  first URL already); ``{"do": "load", "until": ...}``; ``{"do": "sleep", "s": ...}``; ``{"do": "fill",
+  "selector", "text"}`` (focus and select a visible element, then type the text as one insertion);
+  ``{"do": "click", "selector": sel or [sels...], "state": "attached", "wait_s": ..., "popup": false}`` (the
+  first selector whose element is in ``state`` within ``wait_s``, scrolled into view and clicked at its centre
+  with real mouse events once visible, enabled and not covered; a navigation the click starts is followed until
+  it commits; with ``popup`` the steps go on in the page the click opened); ``{"do": "read", "selector",
+  "index": 0, "property": "innerText", "attribute": null, "state": null}`` (after waiting for the element in
+  ``state`` when one is given: the ``index``-th match's property, or its attribute when ``attribute`` is set;
+  ``null`` when there is no such match). A failing step ends the run with ``error`` naming it, unless it has
+  ``"optional": true`` (its value is then ``null``).
 """
 
 from __future__ import annotations
 
 PROGRAM = r'''
-import base64, json, os, socket, struct, sys, time, urllib.parse, urllib.request
+import base64, json, os, select, socket, struct, sys, time, urllib.parse, urllib.request
 request = json.loads(sys.argv[1])
 home = os.path.expanduser("~")
 
@@ -129,6 +146,10 @@ class Page:
                 if "error" in answer:
                     raise OSError("%s: %s" % (method, answer["error"]))
                 return answer["result"]
+            if "method" in answer:
+                self.note(answer)
+    def note(self, event):
+        """An event that arrived while waiting for an answer (``browse`` follows some)."""
     def evaluate(self, expression):
         result = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True,
                                                 "awaitPromise": True})
@@ -165,6 +186,190 @@ if request["action"] == "render":
     finally:
         browser.call("Target.disposeBrowserContext", {"browserContextId": context})
     print(json.dumps(answer))
+    sys.exit(0)
+if request["action"] == "browse":
+    SHOWN = "(r => r.width > 0 && r.height > 0 && getComputedStyle(el).visibility !== 'hidden')"
+    FIND = """((sel, visible) => { const el = document.querySelector(sel);
+      return !!el && (!visible || %s(el.getBoundingClientRect())); })""" % SHOWN
+    AIM = """(sel => { const el = document.querySelector(sel); if (!el || el.disabled) return null;
+      if (el.scrollIntoViewIfNeeded) el.scrollIntoViewIfNeeded(true); else el.scrollIntoView({block: "center"});
+      const r = el.getBoundingClientRect(); if (!%s(r)) return null;
+      const x = r.left + r.width / 2, y = r.top + r.height / 2, hit = document.elementFromPoint(x, y);
+      return hit && (hit === el || el.contains(hit)) ? [x, y] : null; })""" % SHOWN
+    FOCUS = """(sel => { const el = document.querySelector(sel); if (!el || el.disabled || el.readOnly) return false;
+      el.focus(); if (el.select) el.select(); else { const range = document.createRange();
+      range.selectNodeContents(el); getSelection().removeAllRanges(); getSelection().addRange(range); }
+      return document.activeElement === el; })"""
+    READ = """((sel, index, attribute, property) => { const all = document.querySelectorAll(sel);
+      const el = all[index < 0 ? all.length + index : index]; if (!el) return {found: false};
+      return {found: true, value: attribute !== null ? el.getAttribute(attribute) : el[property]}; })"""
+    def js(function, *args):
+        return "(%s)(%s)" % (function, ", ".join(json.dumps(a) for a in args))
+
+    class Tab(Page):
+        """A page that follows its navigations and network requests (for load states and clicks)."""
+        def __init__(self, target):
+            self.inflight, self.busy, self.pending = set(), time.time(), False
+            Page.__init__(self, "ws://127.0.0.1:%d/devtools/page/%s" % (port, target))
+            self.target = target
+            self.call("Page.enable", {})
+            self.call("Network.enable", {})
+            self.main = self.call("Page.getFrameTree", {})["frameTree"]["frame"]["id"]
+            if request.get("viewport"):
+                width, height = request["viewport"]
+                self.call("Emulation.setDeviceMetricsOverride", {"width": width, "height": height,
+                                                                 "deviceScaleFactor": 1, "mobile": False})
+        def note(self, event):
+            method, params = event["method"], event.get("params", {})
+            frame = params["frame"]["id"] if "frame" in params else params.get("frameId")
+            if method.startswith("Network."):
+                self.busy = time.time()
+                if method == "Network.requestWillBeSent":
+                    self.inflight.add(params["requestId"])
+                elif method in ("Network.loadingFinished", "Network.loadingFailed"):
+                    self.inflight.discard(params["requestId"])
+            elif frame != getattr(self, "main", None):
+                return
+            elif method == "Page.frameRequestedNavigation" and params.get("disposition") == "currentTab":
+                self.pending = True
+            elif method in ("Page.frameNavigated", "Page.navigatedWithinDocument", "Page.frameStoppedLoading"):
+                self.pending = False
+                if method == "Page.frameNavigated":
+                    self.inflight.clear()
+        def pump(self, seconds):
+            end = time.time() + seconds
+            while time.time() < end and select.select([self.sock], [], [], max(0.0, end - time.time()))[0]:
+                event = self.message()
+                if "method" in event:
+                    self.note(event)
+        def until(self, check, timeout):
+            end = time.time() + timeout
+            while True:
+                value = check()
+                if value or time.time() >= end:
+                    return value
+                self.pump(0.1)
+        def ready(self, state):
+            done = self.evaluate("document.readyState")
+            if state == "domcontentloaded":
+                return done != "loading"
+            return done == "complete" and (state == "load" or (not self.inflight and time.time() - self.busy >= 0.5))
+
+    def wait_for(tab, sel, state, timeout):
+        if not tab.until(lambda: tab.evaluate(js(FIND, sel, state == "visible")), timeout):
+            raise OSError("no element matches %r (%s) after %gs" % (sel, state, timeout))
+
+    def click(tab, sel, step, timeout):
+        wait_for(tab, sel, step.get("state", "attached"), float(step.get("wait_s", timeout)))
+        point = tab.until(lambda: tab.evaluate(js(AIM, sel)), timeout)
+        if not point:
+            raise OSError("%r is not visible, enabled and uncovered after %gs" % (sel, timeout))
+        before = {t["targetId"] for t in browser.call("Target.getTargets", {})["targetInfos"]}
+        tab.call("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": point[0], "y": point[1]})
+        for kind in ("mousePressed", "mouseReleased"):
+            tab.call("Input.dispatchMouseEvent", {"type": kind, "x": point[0], "y": point[1], "button": "left",
+                                                  "clickCount": 1})
+        tab.evaluate("0")  # the events the click caused arrive before this answer
+        if tab.pending:  # as Playwright: a navigation the click started is waited for until it commits
+            tab.until(lambda: not tab.pending, timeout)
+        if not step.get("popup"):
+            return tab
+        def popup():
+            infos = browser.call("Target.getTargets", {})["targetInfos"]
+            return next((t["targetId"] for t in infos if t["type"] == "page" and t["targetId"] not in before
+                         and t.get("browserContextId") == contexts[tab.target]), None)
+        target = tab.until(popup, timeout)
+        if not target:
+            raise OSError("clicking %r opened no new page within %gs" % (sel, timeout))
+        return open_tab(target, contexts[tab.target])
+
+    def run(step, tab):
+        kind, timeout = step["do"], float(step.get("timeout_s", 30))
+        if kind == "sleep":
+            tab.pump(float(step["s"]))
+        elif kind == "goto":
+            urls = step["url"] if isinstance(step["url"], list) else [step["url"]]
+            if step.get("unless_at") and tab.evaluate("location.href") == urls[0]:
+                return None, tab
+            problem = None
+            for url in urls:
+                tab.pending = True
+                answer = tab.call("Page.navigate", {"url": url})
+                tab.pending = tab.pending and bool(answer.get("loaderId"))
+                problem = answer.get("errorText")
+                if not problem and tab.until(lambda: not tab.pending and tab.ready(step.get("until", "load")), timeout):
+                    return url, tab
+                problem = problem or "not loaded after %gs" % timeout
+            raise OSError("cannot load %s: %s" % (" or ".join(urls), problem))
+        elif kind == "load":
+            if not tab.until(lambda: tab.ready(step.get("until", "load")), timeout):
+                raise OSError("the page did not reach %r within %gs" % (step.get("until", "load"), timeout))
+        elif kind == "fill":
+            wait_for(tab, step["selector"], "visible", timeout)
+            if not tab.until(lambda: tab.evaluate(js(FOCUS, step["selector"])), timeout):
+                raise OSError("%r cannot be edited" % step["selector"])
+            if step["text"]:  # as Playwright's fill: the selected text replaced, or deleted for ""
+                tab.call("Input.insertText", {"text": step["text"]})
+            for press in () if step["text"] else ("keyDown", "keyUp"):
+                tab.call("Input.dispatchKeyEvent", {"type": press, "key": "Delete", "code": "Delete",
+                                                    "windowsVirtualKeyCode": 46})
+        elif kind == "click":
+            problems = []
+            for sel in step["selector"] if isinstance(step["selector"], list) else [step["selector"]]:
+                try:
+                    return sel, click(tab, sel, step, timeout)
+                except OSError as exc:
+                    problems.append(str(exc))
+            raise OSError("; ".join(problems))
+        elif kind == "read":
+            if step.get("state"):
+                wait_for(tab, step["selector"], step["state"], timeout)
+            found = tab.evaluate(js(READ, step["selector"], int(step.get("index", 0)), step.get("attribute"),
+                                    step.get("property", "innerText")))
+            return (found["value"] if found["found"] else None), tab
+        else:
+            raise ValueError("unknown browse step %r" % kind)
+        return None, tab
+
+    browser = Page(call(port, "/json/version")["webSocketDebuggerUrl"])
+    contexts, tabs = {}, []
+    def open_tab(target, context):
+        contexts[target] = context
+        tabs.append(Tab(target))
+        return tabs[-1]
+    fresh = browser.call("Target.createBrowserContext", {"disposeOnDetach": True})["browserContextId"] \
+        if request.get("fresh") else None
+    try:
+        params = {"url": "about:blank", **({"browserContextId": fresh} if fresh else {})}
+        target = browser.call("Target.createTarget", params)["targetId"]
+        context = next(t.get("browserContextId") for t in browser.call("Target.getTargets", {})["targetInfos"]
+                       if t["targetId"] == target)
+        tab = open_tab(target, context)
+        if request.get("headers"):
+            tab.call("Network.setExtraHTTPHeaders", {"headers": request["headers"]})
+        values, error, url = [], None, None
+        for step in request["steps"]:
+            try:
+                value, tab = run(step, tab)
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                if not step.get("optional"):
+                    error = "%s step %d: %s" % (step.get("do"), len(values) + 1, exc)
+                    break
+                value = None
+            values.append(value)
+        try:
+            url = tab.evaluate("location.href")
+        except OSError:
+            pass
+    finally:
+        if fresh:
+            browser.call("Target.disposeBrowserContext", {"browserContextId": fresh})
+        for target in [] if fresh else contexts:
+            try:
+                browser.call("Target.closeTarget", {"targetId": target})
+            except OSError:
+                pass
+    print(json.dumps({"values": values, "error": error, "url": url}))
     sys.exit(0)
 if request["action"] == "close":
     for target in request["ids"]:

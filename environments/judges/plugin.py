@@ -25,6 +25,7 @@ _GETTERS = {
     "environments.judges.chrome_profile": ("history", "cookie_data", "chrome_font_size", "enabled_experiments",
                                            "shortcuts_on_desktop", "find_installed_extension_name", "page_info"),
     "environments.judges.media": ("background_image_in_slide", "audio_in_slide", "pdf_from_url"),
+    "environments.judges.web_pages": ("info_from_website", "gotoRecreationPage_and_get_html_content"),
     "environments.judges.system": ("vm_terminal_output", "vm_wallpaper", "default_video_player",
                                    "content_from_vm_file", "url_path_parse"),
 }

@@ -301,19 +301,8 @@ def disk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, FileS
 
 
 def impress_getters() -> Any:
-    """Upstream's ``getters/impress.py`` with ``desktop_env.evaluators.getters`` as a bare package."""
-    root = upstream_loader._root()
-    for name in ("desktop_env", "desktop_env.evaluators", "desktop_env.evaluators.getters"):
-        if name not in sys.modules:  # no __init__ runs (the getters package imports every getter module)
-            package = types.ModuleType(name)
-            package.__path__ = [str(root.joinpath(*name.split(".")[1:]))]
-            sys.modules[name] = package
-    finder = upstream_loader._StubFinder([] if "pandas" in sys.modules else ["pandas"])
-    sys.meta_path.insert(0, finder)
-    try:
-        return importlib.import_module("desktop_env.evaluators.getters.impress")
-    finally:
-        sys.meta_path.remove(finder)
+    """Upstream's ``getters/impress.py`` (pandas, which it imports and never calls here, stubbed if absent)."""
+    return upstream_loader.getters_module("impress", ("pandas",))
 
 
 def theirs(server: FileServer, cache: Path, name: str, config: dict[str, Any]) -> str | None:

@@ -6,13 +6,12 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime as dt
-import importlib.util
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from environments.judges import relative_time
+from tests.judges.upstream import getters_module
 
 # the rules blocks of OSWorld's chrome tasks (relativeTime + the expected keys they fill), timezone pinned
 CASES: list[dict[str, Any]] = [
@@ -45,15 +44,7 @@ CASES: list[dict[str, Any]] = [
 
 
 def _upstream() -> Any:
-    spec = importlib.util.find_spec("desktop_env")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.fail("desktop-env is not installed: bash scripts/install.sh installs it (pip --no-deps)")
-    path = Path(list(spec.submodule_search_locations)[0]) / "evaluators" / "getters" / "misc.py"
-    module_spec = importlib.util.spec_from_file_location("upstream_getters_misc", path)
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module
+    return getters_module("misc")
 
 
 def test_every_day_of_a_year_and_every_phrase_matches_upstream() -> None:

@@ -71,17 +71,38 @@ def _absent(name: str) -> bool:
     return importlib.util.find_spec(name) is None
 
 
-def metrics_module(name: str, stubs: Sequence[str] = ()) -> types.ModuleType:
-    """``desktop_env/evaluators/metrics/<name>.py`` as a module; ``stubs``: top-level imports to stub."""
+def _bare_packages(names: Sequence[str]) -> None:
     root = _root()
-    for package_name in PACKAGES:
+    for package_name in names:
         if package_name not in sys.modules:
             package = types.ModuleType(package_name)
             package.__path__ = [str(root.joinpath(*package_name.split(".")[1:]))]  # no __init__ runs
             sys.modules[package_name] = package
+
+
+def _import_with_stubs(module: str, stubs: Sequence[str]) -> types.ModuleType:
+    """Import ``module`` with the absent ``stubs`` stubbed; the stubs leave ``sys.modules`` afterwards (the
+    imported module keeps its references), so no later import anywhere gets a stub instead of an error."""
     finder = _StubFinder([s for s in stubs if _absent(s)])
+    before = set(sys.modules)
     sys.meta_path.insert(0, finder)
     try:
-        return importlib.import_module(f"{PACKAGES[-1]}.{name}")
+        return importlib.import_module(module)
     finally:
         sys.meta_path.remove(finder)
+        for name in set(sys.modules) - before:
+            if isinstance(sys.modules[name], _Stub):
+                del sys.modules[name]
+
+
+def metrics_module(name: str, stubs: Sequence[str] = ()) -> types.ModuleType:
+    """``desktop_env/evaluators/metrics/<name>.py`` as a module; ``stubs``: top-level imports to stub."""
+    _bare_packages(PACKAGES)
+    return _import_with_stubs(f"{PACKAGES[-1]}.{name}", stubs)
+
+
+def getters_module(name: str, stubs: Sequence[str] = ()) -> types.ModuleType:
+    """``desktop_env/evaluators/getters/<name>.py`` as a module (the getters package's ``__init__``, which imports
+    every getter module, never runs); ``stubs`` as for :func:`metrics_module`."""
+    _bare_packages(("desktop_env", "desktop_env.evaluators", "desktop_env.evaluators.getters"))
+    return _import_with_stubs(f"desktop_env.evaluators.getters.{name}", stubs)

@@ -9,9 +9,7 @@ its cases are derived by hand from pandas' documented ``read_excel`` conversion 
 
 from __future__ import annotations
 
-import importlib
 import sqlite3
-import sys
 import types
 from datetime import datetime
 from pathlib import Path
@@ -21,7 +19,7 @@ import openpyxl
 import pytest
 
 from environments.judges import system
-from tests.judges.upstream import _root, _StubFinder, metrics_module
+from tests.judges.upstream import getters_module, metrics_module
 
 STUBS = ("cv2", "easyocr", "pdfplumber", "borb", "bs4", "fitz", "imagehash", "formulas")
 
@@ -41,18 +39,7 @@ def upstream(module: str) -> Any:
 
 def upstream_getters_chrome() -> types.ModuleType:
     """``desktop_env/evaluators/getters/chrome.py`` with playwright and pydrive stubbed (never called here)."""
-    name = "desktop_env.evaluators.getters"
-    metrics_module("basic_os")  # registers the bare parent packages
-    if name not in sys.modules:
-        package = types.ModuleType(name)
-        package.__path__ = [str(_root() / "evaluators" / "getters")]
-        sys.modules[name] = package
-    finder = _StubFinder(["playwright", "pydrive"])
-    sys.meta_path.insert(0, finder)
-    try:
-        return importlib.import_module(f"{name}.chrome")
-    finally:
-        sys.meta_path.remove(finder)
+    return getters_module("chrome", ("playwright", "pydrive"))
 
 
 def same(ours: Any, theirs: Any) -> None:

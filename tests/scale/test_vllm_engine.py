@@ -156,17 +156,20 @@ class _CPUTransport:
 
 
 @pytest.fixture
-def fake_vllm(monkeypatch):
-    """The stand-in (tests/scale/fake_vllm) on machines without vLLM and a GPU; the real vLLM where it runs."""
-    if _real_vllm():
-        yield False
-        return
+def stand_in(monkeypatch):
+    """The stand-in (tests/scale/fake_vllm) as ``vllm``, whatever is installed."""
     monkeypatch.syspath_prepend(str(FAKE_VLLM))
     for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
         monkeypatch.delitem(sys.modules, name)
     yield True
     for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
         del sys.modules[name]
+
+
+@pytest.fixture
+def fake_vllm(request):
+    """The stand-in on machines without vLLM and a GPU; the real vLLM where it runs."""
+    return False if _real_vllm() else request.getfixturevalue("stand_in")
 
 
 TEMPERATURE = 0.8
@@ -265,13 +268,11 @@ def test_engine_logprobs_are_the_trainers_and_weights_update_in_sessions(fake_vl
     assert served.calls[-1] == "shutdown" and not engine._thread.is_alive()
 
 
-def test_the_comparison_catches_a_wrong_engine(fake_vllm, model, monkeypatch) -> None:
+def test_the_comparison_catches_a_wrong_engine(stand_in, model, monkeypatch) -> None:
     """The same comparison fails when the engine is made wrong: suppressed ids no longer banned, or the
-    logprob convention switched to vLLM's raw logprobs."""
+    logprob convention switched to vLLM's raw logprobs (always on the stand-in: it mutates what reaches it)."""
     import plugins.rollout.vllm_engine as vllm_engine
 
-    if not fake_vllm:
-        pytest.skip("mutates the engine's requests; run against the stand-in")
     trainer = _trainer(model)
     requests = _requests(model, 3)
     original = vllm_engine.sampling_kwargs

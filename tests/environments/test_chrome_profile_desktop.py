@@ -10,12 +10,9 @@ database that the step wrote)."""
 from __future__ import annotations
 
 import asyncio
-import functools
-import http.server
 import json
 import socket
 import sqlite3
-import threading
 import time
 import types
 from contextlib import closing
@@ -31,7 +28,7 @@ from environments.client import EnvironmentClient
 from environments.judges import chrome_profile as cp
 from environments.judges.browser import is_expected_tabs
 from environments.judges.evaluate import EvaluationEnv
-from environments.local_desktop import LocalDesktopBackend, LocalDesktopOptions
+from tests.environments.desktops import one_desktop, serving_directory
 from tests.environments.desktop_fixtures import DesktopSession, desktop  # noqa: F401 (fixture)
 from tests.judges.test_chrome_profile import COOKIES_SCHEMA, VISITS
 
@@ -54,12 +51,8 @@ def site(tmp_path: Path):  # type: ignore[no-untyped-def]
     root.mkdir()
     for name in ("alpha", "beta", "gamma"):
         (root / f"{name}.html").write_text(f"<html><head><title> {name}\n page </title></head><body>{name}</body></html>")
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving_directory(root) as url:
+        yield url
 
 
 def write_json(path: Path, value: Any) -> None:
@@ -154,25 +147,17 @@ def test_browser_keeps_seeded_history_and_closes_tabs(tmp_path: Path, site: str)
     })
 
     async def body() -> tuple[float, list[tuple]]:
-        pool = LocalDesktopBackend(LocalDesktopOptions(work_dir=str(tmp_path / "envs"), max_environments=1,
-                                                       desktop_user=None, settle_s=0.1))
-        try:
-            env = await pool.acquire()
-            try:
-                await env.reset(task)
-                verdict = await pool.evaluate(env, task, judge=JudgeServices.of(load_plugins()), last_action=None)
-                assert verdict.status == JudgementStatus.OK, verdict.error
-                view = EvaluationEnv(env, task, tmp_path / "cache")  # type: ignore[arg-type]
-                deadline = time.monotonic() + 60  # Chrome commits its history every few seconds
-                while True:
-                    rows = await cp.get_history(view, {"dest": "History"})
-                    if any(row[0] == urls[0] for row in rows) or time.monotonic() > deadline:
-                        return verdict.score, rows
-                    await asyncio.sleep(1)
-            finally:
-                await pool.release(env, discard=True)
-        finally:
-            await pool.close()
+        async with one_desktop(tmp_path) as (pool, env):
+            await env.reset(task)
+            verdict = await pool.evaluate(env, task, judge=JudgeServices.of(load_plugins()), last_action=None)
+            assert verdict.status == JudgementStatus.OK, verdict.error
+            view = EvaluationEnv(env, task, tmp_path / "cache")  # type: ignore[arg-type]
+            deadline = time.monotonic() + 60  # Chrome commits its history every few seconds
+            while True:
+                rows = await cp.get_history(view, {"dest": "History"})
+                if any(row[0] == urls[0] for row in rows) or time.monotonic() > deadline:
+                    return verdict.score, rows
+                await asyncio.sleep(1)
 
     (tmp_path / "cache").mkdir()
     score, rows = asyncio.run(body())

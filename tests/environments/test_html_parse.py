@@ -7,9 +7,6 @@ environments/judges/html_parse.py); the whole task is then judged with ``check_d
 from __future__ import annotations
 
 import asyncio
-import functools
-import http.server
-import threading
 import types
 from pathlib import Path
 
@@ -19,7 +16,7 @@ from core.interfaces import JudgeServices
 from core.pluginmanager import load_plugins
 from core.types import JudgementStatus, Task
 from environments.judges.html_parse import get_active_tab_html_parse
-from environments.local_desktop import LocalDesktopBackend, LocalDesktopOptions
+from tests.environments.desktops import one_desktop, serving_directory
 
 pytestmark = pytest.mark.desktop
 
@@ -45,11 +42,8 @@ def site(tmp_path: Path):  # type: ignore[no-untyped-def]
     import json
 
     (tmp_path / "shop.html").write_text(PAGE % json.dumps(BODY))
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with serving_directory(tmp_path) as url:
+        yield url
 
 
 CASES = [
@@ -98,24 +92,16 @@ def test_every_category_reads_the_live_dom_of_the_active_tab(tmp_path: Path, sit
     judge = JudgeServices.of(load_plugins())
 
     async def body() -> tuple[list, float, float, object]:
-        pool = LocalDesktopBackend(LocalDesktopOptions(work_dir=str(tmp_path / "envs"), max_environments=1,
-                                                       desktop_user=None, settle_s=0.1))
-        try:
-            env = await pool.acquire()
-            try:
-                await env.reset(task)
-                view = types.SimpleNamespace(client=env.client)
-                got = [await get_active_tab_html_parse(view, config) for config, _ in CASES]
-                right = await pool.evaluate(env, task, judge=judge, last_action=None)
-                assert right.status == JudgementStatus.OK, right.error
-                missed = await pool.evaluate(env, wrong, judge=judge, last_action=None)
-                await env.client.execute(["pkill", "-f", "remote-debugging-port"], timeout=10)
-                gone = await get_active_tab_html_parse(view, {"category": "class", "wait_s": 1})
-                return got, right.score, missed.score, gone
-            finally:
-                await pool.release(env, discard=True)
-        finally:
-            await pool.close()
+        async with one_desktop(tmp_path) as (pool, env):
+            await env.reset(task)
+            view = types.SimpleNamespace(client=env.client)
+            got = [await get_active_tab_html_parse(view, config) for config, _ in CASES]
+            right = await pool.evaluate(env, task, judge=judge, last_action=None)
+            assert right.status == JudgementStatus.OK, right.error
+            missed = await pool.evaluate(env, wrong, judge=judge, last_action=None)
+            await env.client.execute(["pkill", "-f", "remote-debugging-port"], timeout=10)
+            gone = await get_active_tab_html_parse(view, {"category": "class", "wait_s": 1})
+            return got, right.score, missed.score, gone
 
     got, right, missed, gone = asyncio.run(body())
     for (config, expected), answer in zip(CASES, got):

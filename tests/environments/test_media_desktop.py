@@ -8,10 +8,6 @@ tabs are left as they were; a page that cannot be loaded is a missing file."""
 from __future__ import annotations
 
 import asyncio
-import functools
-import http.server
-import socket
-import threading
 import types
 from pathlib import Path
 from typing import Any, Iterator
@@ -20,7 +16,7 @@ import pytest
 
 from core.types import Task
 from environments.judges.media import get_pdf_from_url
-from environments.local_desktop import LocalDesktopBackend, LocalDesktopOptions
+from tests.environments.desktops import closed_port, one_desktop, serving_directory
 
 pytestmark = pytest.mark.desktop
 
@@ -36,18 +32,8 @@ def site(tmp_path: Path) -> Iterator[str]:
     root.mkdir()
     (root / "report.html").write_text(PAGE % {"title": "Quarterly Report", "code": 4321})
     (root / "notes.html").write_text(PAGE % {"title": "Meeting Notes", "code": 1000})
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    with serving_directory(root) as url:
+        yield url
 
 
 def pdf_facts(path: str) -> tuple[str, tuple[float, float]]:
@@ -64,28 +50,20 @@ def test_pdf_from_url_prints_the_rendered_page(tmp_path: Path, site: str) -> Non
     unreachable = f"http://127.0.0.1:{closed_port()}/nothing.html"
 
     async def body() -> tuple[str, list[Any], list[Any], str, Any]:
-        pool = LocalDesktopBackend(LocalDesktopOptions(work_dir=str(tmp_path / "envs"), max_environments=1,
-                                                       desktop_user=None, settle_s=0.1))
-        try:
-            env = await pool.acquire()
+        async with one_desktop(tmp_path) as (pool, env):
+            await env.reset(task)
+            view = types.SimpleNamespace(client=env.client, cache_dir=str(tmp_path / "cache"))
+            first = await get_pdf_from_url(view, {"path": f"{site}/report.html", "dest": "report_gold.pdf"})
+            tabs = await env.client.devtools({"action": "tabs", "wait_s": 10})
+            second = await get_pdf_from_url(view, {"path": f"{site}/notes.html", "dest": "sub/notes.pdf",
+                                                   "settle_s": 0})
+            after = await env.client.devtools({"action": "tabs", "wait_s": 10})
             try:
-                await env.reset(task)
-                view = types.SimpleNamespace(client=env.client, cache_dir=str(tmp_path / "cache"))
-                first = await get_pdf_from_url(view, {"path": f"{site}/report.html", "dest": "report_gold.pdf"})
-                tabs = await env.client.devtools({"action": "tabs", "wait_s": 10})
-                second = await get_pdf_from_url(view, {"path": f"{site}/notes.html", "dest": "sub/notes.pdf",
-                                                       "settle_s": 0})
-                after = await env.client.devtools({"action": "tabs", "wait_s": 10})
-                try:
-                    await get_pdf_from_url(view, {"path": unreachable, "dest": "never.pdf", "settle_s": 0})
-                    failure: Any = None
-                except FileNotFoundError as exc:
-                    failure = exc
-                return first, tabs, after, second, failure
-            finally:
-                await pool.release(env, discard=True)
-        finally:
-            await pool.close()
+                await get_pdf_from_url(view, {"path": unreachable, "dest": "never.pdf", "settle_s": 0})
+                failure: Any = None
+            except FileNotFoundError as exc:
+                failure = exc
+            return first, tabs, after, second, failure
 
     first, tabs, after, second, failure = asyncio.run(body())
     assert first == str(tmp_path / "cache" / "report_gold.pdf")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import http.server
 import io
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from PIL import Image
 from core.types import Task
 from environments.judges import system
 from environments.judges.evaluate import EvaluationEnv
-from environments.local_desktop import LocalDesktopBackend, LocalDesktopOptions
+from tests.environments.desktops import one_desktop, serving
 
 pytestmark = pytest.mark.desktop
 
@@ -42,11 +41,8 @@ class AnyPage(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture()
 def site():  # type: ignore[no-untyped-def]
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), AnyPage)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving(AnyPage) as url:
+        yield url
 
 
 def test_system_getters_on_a_local_desktop(tmp_path: Path, site: str) -> None:
@@ -64,55 +60,47 @@ def test_system_getters_on_a_local_desktop(tmp_path: Path, site: str) -> None:
     Image.new("RGB", (32, 24), (10, 120, 200)).save(wallpaper, format="PNG")
 
     async def body() -> dict[str, Any]:
-        pool = LocalDesktopBackend(LocalDesktopOptions(work_dir=str(tmp_path / "envs"), max_environments=1,
-                                                       desktop_user=None, settle_s=0.1))
-        try:
-            env = await pool.acquire()
-            try:
-                await env.reset(task)
-                view = EvaluationEnv(env, task, tmp_path / "cache")
-                (tmp_path / "cache").mkdir()
-                out: dict[str, Any] = {}
-                out["fields"] = await system.get_url_path_parse(
-                    view, {"goto_prefix": "http://", "parse_keys": ["Men_regular_size_t", "Price_discount_range"]})
-                out["terminal"] = await system.get_vm_terminal_output(view, {})
-                out["player_before"] = await system.get_default_video_player(view, {})
-                apps = env.home_dir / ".local" / "share" / "applications"
-                apps.mkdir(parents=True, exist_ok=True)
-                for name in ("player", "other"):
-                    (apps / f"{name}.desktop").write_text(
-                        f"[Desktop Entry]\nType=Application\nName={name}\nExec=true %f\nMimeType=video/mp4;\n")
-                for player, kind in (("player", "mp4"), ("player", "webm"), ("other", "x-matroska")):
-                    done = await env.client.execute(["xdg-mime", "default", f"{player}.desktop", f"video/{kind}"])
-                    assert done["returncode"] == 0, done
-                out["player"] = await system.get_default_video_player(view, {})
-                picture = env.home_dir / "Pictures" / "my wall.png"
-                picture.parent.mkdir(exist_ok=True)
-                picture.write_bytes(wallpaper.getvalue())
-                set_uri = ["gsettings", "set", "org.gnome.desktop.background", "picture-uri",
-                           f"file://{str(picture).replace(' ', '%20')}"]
-                assert (await env.client.execute(set_uri))["returncode"] == 0
-                out["wallpaper"] = Path(await system.get_vm_wallpaper(view, {"dest": "background.png"})).read_bytes()
-                set_uri[-1] = f"file://{env.home_dir}/Pictures/gone.png"
-                assert (await env.client.execute(set_uri))["returncode"] == 0
-                with pytest.raises(FileNotFoundError, match="gone.png"):
-                    await system.get_vm_wallpaper(view, {"dest": "background.png"})
-                book = openpyxl.Workbook()
-                for row in (["Name", "Citations"], ["Geoffrey Hinton", 900000], ["Yann LeCun", 345074]):
-                    book.active.append(row)
-                book.save(env.home_dir / "researchers.xlsx")
-                out["row"] = await system.get_content_from_vm_file(
-                    view, {"path": str(env.home_dir / "researchers.xlsx"), "file_type": "xlsx",
+        async with one_desktop(tmp_path) as (pool, env):
+            await env.reset(task)
+            view = EvaluationEnv(env, task, tmp_path / "cache")
+            (tmp_path / "cache").mkdir()
+            out: dict[str, Any] = {}
+            out["fields"] = await system.get_url_path_parse(
+                view, {"goto_prefix": "http://", "parse_keys": ["Men_regular_size_t", "Price_discount_range"]})
+            out["terminal"] = await system.get_vm_terminal_output(view, {})
+            out["player_before"] = await system.get_default_video_player(view, {})
+            apps = env.home_dir / ".local" / "share" / "applications"
+            apps.mkdir(parents=True, exist_ok=True)
+            for name in ("player", "other"):
+                (apps / f"{name}.desktop").write_text(
+                    f"[Desktop Entry]\nType=Application\nName={name}\nExec=true %f\nMimeType=video/mp4;\n")
+            for player, kind in (("player", "mp4"), ("player", "webm"), ("other", "x-matroska")):
+                done = await env.client.execute(["xdg-mime", "default", f"{player}.desktop", f"video/{kind}"])
+                assert done["returncode"] == 0, done
+            out["player"] = await system.get_default_video_player(view, {})
+            picture = env.home_dir / "Pictures" / "my wall.png"
+            picture.parent.mkdir(exist_ok=True)
+            picture.write_bytes(wallpaper.getvalue())
+            set_uri = ["gsettings", "set", "org.gnome.desktop.background", "picture-uri",
+                       f"file://{str(picture).replace(' ', '%20')}"]
+            assert (await env.client.execute(set_uri))["returncode"] == 0
+            out["wallpaper"] = Path(await system.get_vm_wallpaper(view, {"dest": "background.png"})).read_bytes()
+            set_uri[-1] = f"file://{env.home_dir}/Pictures/gone.png"
+            assert (await env.client.execute(set_uri))["returncode"] == 0
+            with pytest.raises(FileNotFoundError, match="gone.png"):
+                await system.get_vm_wallpaper(view, {"dest": "background.png"})
+            book = openpyxl.Workbook()
+            for row in (["Name", "Citations"], ["Geoffrey Hinton", 900000], ["Yann LeCun", 345074]):
+                book.active.append(row)
+            book.save(env.home_dir / "researchers.xlsx")
+            out["row"] = await system.get_content_from_vm_file(
+                view, {"path": str(env.home_dir / "researchers.xlsx"), "file_type": "xlsx",
+                       "file_content": "last_row"})
+            with pytest.raises(FileNotFoundError):
+                await system.get_content_from_vm_file(
+                    view, {"path": str(env.home_dir / "none.xlsx"), "file_type": "xlsx",
                            "file_content": "last_row"})
-                with pytest.raises(FileNotFoundError):
-                    await system.get_content_from_vm_file(
-                        view, {"path": str(env.home_dir / "none.xlsx"), "file_type": "xlsx",
-                               "file_content": "last_row"})
-                return out
-            finally:
-                await pool.release(env, discard=True)
-        finally:
-            await pool.close()
+            return out
 
     out = asyncio.run(body())
     assert out["fields"] == {"mens_clothing": True, "shirts": True, "short_sleeve": True, "Men_regular_size_t": "L",

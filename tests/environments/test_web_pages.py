@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import http.server
-import socket
-import threading
 import types
 import urllib.parse
 from pathlib import Path
@@ -26,7 +24,7 @@ import pytest
 
 from core.types import Task
 from environments.judges.web_pages import (get_gotoRecreationPage_and_get_html_content, get_info_from_website)
-from environments.local_desktop import LocalDesktopBackend, LocalDesktopOptions
+from tests.environments.desktops import closed_port, one_desktop, serving
 
 pytestmark = pytest.mark.desktop
 
@@ -106,17 +104,8 @@ class Site(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture()
 def site() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Site)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    with serving(Site) as url:
+        yield url
 
 
 SCHOLAR_INFOS = [  # the task's own infos, then one after the URL changed (the tab must go back first)
@@ -142,36 +131,28 @@ def test_both_getters_read_the_live_pages(tmp_path: Path, site: str) -> None:
     fast = {"urls": [f"http://127.0.0.1:{closed_port()}/", f"{site}/"], "pauses_s": [0.5, 0.5, 0.2], "timeout_s": 10}
 
     async def body() -> dict[str, Any]:
-        pool = LocalDesktopBackend(LocalDesktopOptions(work_dir=str(tmp_path / "envs"), max_environments=1,
-                                                       desktop_user=None, settle_s=0.1))
         got: dict[str, Any] = {}
-        try:
-            env = await pool.acquire()
-            try:
-                await env.reset(task)
-                view = types.SimpleNamespace(client=env.client)
-                got["scholar"] = await get_info_from_website(view, {"url": scholar, "infos": SCHOLAR_INFOS,
-                                                                    "backups": BACKUPS})
-                got["tabs"] = await env.client.devtools({"action": "tabs", "wait_s": 10})
-                got["missing"] = await get_info_from_website(view, {"url": scholar, "backups": BACKUPS, "infos": [
-                    {"selector": "#gsc_prf_in"}, {"action": "inner_text", "selector": "#gsc_prf_nothing"}]})
-                got["unreachable"] = await get_info_from_website(view, {
-                    "url": f"http://127.0.0.1:{closed_port()}/", "infos": [{"selector": "body"}]})
-                got["ordered"] = await get_gotoRecreationPage_and_get_html_content(view, {
-                    "selector": "class", "class": "camp-sortable-column-header", "order": "2", **fast})
-                got["first"] = await get_gotoRecreationPage_and_get_html_content(view, {
-                    "selector": "class", "class": "camp-sortable-column-header", **fast})
-                got["beyond"] = await get_gotoRecreationPage_and_get_html_content(view, {
-                    "selector": "class", "class": "camp-sortable-column-header", "order": 3, **fast})
-                got["failed"] = await get_gotoRecreationPage_and_get_html_content(view, {
-                    "selector": "class", "class": "camp-sortable-column-header", "order": "2", **fast,
-                    "urls": [f"http://127.0.0.1:{closed_port()}/"]})
-                got["after"] = await env.client.devtools({"action": "tabs", "wait_s": 10})
-                return got
-            finally:
-                await pool.release(env, discard=True)
-        finally:
-            await pool.close()
+        async with one_desktop(tmp_path) as (pool, env):
+            await env.reset(task)
+            view = types.SimpleNamespace(client=env.client)
+            got["scholar"] = await get_info_from_website(view, {"url": scholar, "infos": SCHOLAR_INFOS,
+                                                                "backups": BACKUPS})
+            got["tabs"] = await env.client.devtools({"action": "tabs", "wait_s": 10})
+            got["missing"] = await get_info_from_website(view, {"url": scholar, "backups": BACKUPS, "infos": [
+                {"selector": "#gsc_prf_in"}, {"action": "inner_text", "selector": "#gsc_prf_nothing"}]})
+            got["unreachable"] = await get_info_from_website(view, {
+                "url": f"http://127.0.0.1:{closed_port()}/", "infos": [{"selector": "body"}]})
+            got["ordered"] = await get_gotoRecreationPage_and_get_html_content(view, {
+                "selector": "class", "class": "camp-sortable-column-header", "order": "2", **fast})
+            got["first"] = await get_gotoRecreationPage_and_get_html_content(view, {
+                "selector": "class", "class": "camp-sortable-column-header", **fast})
+            got["beyond"] = await get_gotoRecreationPage_and_get_html_content(view, {
+                "selector": "class", "class": "camp-sortable-column-header", "order": 3, **fast})
+            got["failed"] = await get_gotoRecreationPage_and_get_html_content(view, {
+                "selector": "class", "class": "camp-sortable-column-header", "order": "2", **fast,
+                "urls": [f"http://127.0.0.1:{closed_port()}/"]})
+            got["after"] = await env.client.devtools({"action": "tabs", "wait_s": 10})
+            return got
 
     got = asyncio.run(body())
     assert got["scholar"] == ["Yann LeCun", "345074", "147", "372", "Deep learning",

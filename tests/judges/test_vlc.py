@@ -244,7 +244,7 @@ def test_window_size_and_playing_info_on_a_desktop(tmp_path: Path, vlc_http: int
     from core.interfaces import JudgeServices
     from core.pluginmanager import load_plugins
     from core.types import JudgementStatus, Task
-    from environments.local_desktop import LocalDesktopBackend, LocalDesktopOptions
+    from tests.environments.desktops import one_desktop
 
     assert shutil.which("xmessage") and shutil.which("xterm"), "scripts/install.sh installs x11-utils and xterm"
     judge = JudgeServices.of(load_plugins())
@@ -265,32 +265,24 @@ def test_window_size_and_playing_info_on_a_desktop(tmp_path: Path, vlc_http: int
     full = task(["xterm", "-name", "vlc", "-fullscreen"])
 
     async def body() -> dict[str, Any]:
-        pool = LocalDesktopBackend(LocalDesktopOptions(work_dir=str(tmp_path / "envs"), max_environments=1,
-                                                       width=1024, height=768, desktop_user=None, settle_s=0.1))
         seen: dict[str, Any] = {}
-        try:
-            env = await pool.acquire()
-            try:
-                view = types.SimpleNamespace(client=env.client, cache_dir=str(tmp_path))
-                await env.reset(small)
-                seen["small"] = await vlc.get_vm_window_size(view, {"app_class_name": "VLC"})
-                seen["xmessage"] = await vlc.get_vm_window_size(view, {"app_class_name": "xmessage"})
-                seen["absent"] = await vlc.get_vm_window_size(view, {"app_class_name": "vl"})
-                seen["small_score"] = await pool.evaluate(env, small, judge=judge, last_action=None)
-                await env.reset(full)
-                deadline = time.monotonic() + 20  # openbox makes the window fullscreen just after it maps
-                while time.monotonic() < deadline:
-                    seen["full"] = await vlc.get_vm_window_size(view, {"app_class_name": "vlc"})
-                    if seen["full"] == {"width": 1024, "height": 768}:
-                        break
-                    await asyncio.sleep(0.2)
-                seen["full_score"] = await pool.evaluate(env, full, judge=judge, last_action=None)
-                seen["status"] = await vlc.get_vlc_playing_info(view, {"dest": "status.xml", "port": vlc_http})
-                seen["closed"] = await vlc.get_vlc_playing_info(view, {"dest": "closed.xml", "port": free_port()})
-            finally:
-                await pool.release(env, discard=True)
-        finally:
-            await pool.close()
+        async with one_desktop(tmp_path, width=1024, height=768) as (pool, env):
+            view = types.SimpleNamespace(client=env.client, cache_dir=str(tmp_path))
+            await env.reset(small)
+            seen["small"] = await vlc.get_vm_window_size(view, {"app_class_name": "VLC"})
+            seen["xmessage"] = await vlc.get_vm_window_size(view, {"app_class_name": "xmessage"})
+            seen["absent"] = await vlc.get_vm_window_size(view, {"app_class_name": "vl"})
+            seen["small_score"] = await pool.evaluate(env, small, judge=judge, last_action=None)
+            await env.reset(full)
+            deadline = time.monotonic() + 20  # openbox makes the window fullscreen just after it maps
+            while time.monotonic() < deadline:
+                seen["full"] = await vlc.get_vm_window_size(view, {"app_class_name": "vlc"})
+                if seen["full"] == {"width": 1024, "height": 768}:
+                    break
+                await asyncio.sleep(0.2)
+            seen["full_score"] = await pool.evaluate(env, full, judge=judge, last_action=None)
+            seen["status"] = await vlc.get_vlc_playing_info(view, {"dest": "status.xml", "port": vlc_http})
+            seen["closed"] = await vlc.get_vlc_playing_info(view, {"dest": "closed.xml", "port": free_port()})
         return seen
 
     seen = asyncio.run(body())

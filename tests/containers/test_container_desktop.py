@@ -146,6 +146,15 @@ def test_pool_of_four_runs_bundled_oracles_with_judges_scoring_one(harness: Harn
     assert all(r.env_id and r.env_id.startswith(pool.pool_id) for r in results)
 
 
+async def solve(harness: Harness, pool: ContainerDesktopBackend, env: Any, task: Task) -> None:
+    """Play the task's oracle on ``env`` (already reset) and require a judgement of 1."""
+    oracle = envcheck.oracle_of(task)
+    for action in oracle:
+        await env.step(action)
+    judgement = await pool.evaluate(env, task, judge=JudgeServices.of(harness.plugins), last_action=oracle[-1])
+    assert judgement.score == 1.0, judgement
+
+
 def test_container_killed_mid_episode_is_replaced(harness: Harness, pool: ContainerDesktopBackend):
     """The episode fails, the next one runs on a live container, and the pool gets back to its warm spares."""
     task = load_bundled_tasks(ids=["os-make-executable"])[0]
@@ -167,10 +176,7 @@ def test_container_killed_mid_episode_is_replaced(harness: Harness, pool: Contai
         try:
             assert env.container_id != victim
             await env.reset(task)
-            for action in oracle:
-                await env.step(action)
-            judgement = await pool.evaluate(env, task, judge=JudgeServices.of(harness.plugins), last_action=oracle[-1])
-            assert judgement.score == 1.0, judgement
+            await solve(harness, pool, env, task)
         finally:
             await pool.release(env)
         # the event the replacement shows up as: the warm spares are back (both episodes used theirs up)
@@ -194,7 +200,6 @@ def test_a_desktop_that_stops_answering_during_reset_is_swapped_for_a_fresh_one(
     health check (which asks in-use containers for their state only) sees nothing: the reset's first request gets
     no answer, and the reset goes on in a fresh container instead of failing the episode."""
     task = load_bundled_tasks(ids=["os-make-executable"])[0]
-    oracle = envcheck.oracle_of(task)
 
     async def episode() -> str:
         env = await pool.acquire()
@@ -206,10 +211,7 @@ def test_a_desktop_that_stops_answering_during_reset_is_swapped_for_a_fresh_one(
         try:
             await env.reset(task)
             assert env.container_id != frozen
-            for action in oracle:
-                await env.step(action)
-            judgement = await pool.evaluate(env, task, judge=JudgeServices.of(harness.plugins), last_action=oracle[-1])
-            assert judgement.score == 1.0, judgement
+            await solve(harness, pool, env, task)
         finally:
             await pool.release(env)
         return frozen

@@ -47,13 +47,13 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
 
 from bench import flops  # noqa: E402
+from bench.vcs_sweep import PAPER, k_sweep, plot_sweep  # noqa: E402
 from core import logs  # noqa: E402
 from core.config import AlgorithmSection  # noqa: E402
 from core.pluginmanager import load_plugins  # noqa: E402
 from core.types import EpisodeStatus, Judgement, Observation, RolloutGroup, Screenshot, Trajectory  # noqa: E402
 
 K_SWEEP = (1, 3, 5, 8, 10, 15)
-PAPER = {"step_wise_s": 750.0, "sliding_window_s": 265.0, "ratio": 2.83, "model": "Qwen3.5-9B", "hardware": "GPUs"}
 WORDS = ("the", "cell", "click", "menu", "file", "save", "column", "row", "value", "open", "dialog", "button",
          "I", "will", "now", "type", "into", "sheet", "then", "press", "enter", "check", "result", "formula",
          "left_click(x=412, y=233)", "type(text='=SUM(B2:B11)')", "key(keys=['ctrl', 's'])", "scroll", "toolbar")
@@ -201,44 +201,6 @@ def run_variant(name: str, plugins: Any, model: Any, algorithm: AlgorithmSection
         "tokens_per_s": round(stats["tokens"] / timed, 1),
         "compute_model_pflop": pflop,
     }
-
-
-def k_sweep(variants: dict[str, Any], ks: list[int]) -> list[dict[str, Any]]:
-    """Per K = Delta: measured step time and the compute model, both relative to step-wise."""
-    step = variants["step-wise"]
-    out = []
-    for k in sorted(set(ks) | {5}):
-        v = variants["sliding-window" if k == 5 else f"sliding-window K={k}"]
-        measured = "train_step_s" in v
-        out.append({"K": k, "items": v["items"], "tokens": v["tokens"], "train_step_s": v.get("train_step_s"),
-                    "measured_speedup_vs_step_wise":
-                        round(step["train_step_s"] / v["train_step_s"], 3) if measured else None,
-                    "compute_model_pflop": v["compute_model_pflop"]["total"],
-                    "compute_model_speedup_vs_step_wise": round(
-                        step["compute_model_pflop"]["total"] / v["compute_model_pflop"]["total"], 3)})
-    return out
-
-
-def plot_sweep(sweep: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    ks = [row["K"] for row in sweep]
-    fig, ax = plt.subplots(figsize=(6, 3.6))
-    if sweep[0]["measured_speedup_vs_step_wise"] is not None:
-        ax.plot(ks, [row["measured_speedup_vs_step_wise"] for row in sweep], "o-", label="measured (this machine)")
-    ax.plot(ks, [row["compute_model_speedup_vs_step_wise"] for row in sweep], "s--",
-            label=f"compute model ({flops.QWEN3_VL_8B.name})")
-    ax.axhline(PAPER["ratio"], color="grey", lw=0.8, ls=":", label=f"paper, K=5 ({PAPER['ratio']}x)")
-    ax.set_xlabel("K = Delta (screenshots kept / removal threshold)")
-    ax.set_ylabel("training-step speedup vs step-wise")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def explain(step: dict[str, Any], window: dict[str, Any], ratio: float) -> str:

@@ -20,11 +20,10 @@ import copy
 import inspect
 import time
 from pathlib import Path
-from typing import Any, Iterator, Literal, Sequence
+from typing import Any, Iterator, Sequence
 
 import structlog
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 
 from core.config import AlgorithmSection
 from core.interfaces import PolicyModel, TrainerBackend
@@ -33,50 +32,11 @@ from core.weight_sync import iter_buckets
 from trainers import torch_checkpoint
 from trainers.batching import MicroBatch, micro_batch_tensors, plan_micro_batches, plan_packed_micro_batches
 from trainers.objective import StepStats, check_objective, count_trainable_tokens, token_loss
+from trainers.options import TorchTrainerOptions
 from trainers.vision_cache import StepVisionCache
 from trainers.weights import freeze_vision_tower
 
 log = structlog.get_logger(__name__)
-
-
-class TorchTrainerOptions(BaseModel):
-    """Options of the ``torch`` trainer backend. The optimizer defaults follow the paper (Table 10)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    device: str = Field("auto", description="cpu, cuda, cuda:N, or auto (the first GPU if there is one)")
-    dtype: Literal["float32", "bfloat16"] = Field(
-        "float32", description="compute precision; bfloat16 autocasts the forward while AdamW keeps fp32 weights"
-    )
-    lr: float = Field(3e-6, gt=0, description="AdamW learning rate (paper: 3e-6)")
-    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay (paper: none)")
-    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas")
-    adam_eps: float = Field(1e-8, gt=0, description="AdamW epsilon")
-    max_grad_norm: float | None = Field(1.0, gt=0, description="clip the global gradient norm; null: no clipping")
-    micro_batch_tokens: int = Field(
-        16384, ge=1, description="padded tokens per micro-batch (rows x longest row); gradients accumulate over them"
-    )
-    max_micro_batch_items: int | None = Field(None, ge=1, description="at most this many segments per micro-batch")
-    packing: Literal["auto", "on", "off"] = Field(
-        "auto", description="pack a micro-batch's segments back to back into one row of at most micro_batch_tokens "
-        "(no padding; each segment attends only to itself, with its own positions): on, off (right-padded rows), "
-        "or auto (on when the model family can pack: PolicyModel.packed_model_inputs)"
-    )
-    max_padding: float = Field(
-        0.25, ge=0, lt=1, description="close a micro-batch before padding exceeds this share of its padded tokens"
-    )
-    logprob_chunk_size: int = Field(1024, ge=1, description="positions per language-model-head chunk")
-    gradient_checkpointing: bool = Field(False, description="recompute decoder activations in backward (long contexts)")
-    warmup_steps: int = Field(0, ge=0, description="linear learning-rate warm-up over this many optimizer steps")
-    init_optimizer: bool = Field(
-        False, description="with run.init_from, also restore the AdamW second moments and step count saved with "
-        "those weights (a fresh AdamW's first steps move every parameter by about lr whatever its gradient; the warm "
-        "start's second moments keep an RL step proportional to its gradient); first moments start at zero"
-    )
-    vision_cache_mib: float = Field(
-        4096, ge=0, description="device memory for the step's vision features: each distinct screenshot is encoded "
-        "once per step and reused by every segment, micro-batch and pass; 0: encode per micro-batch"
-    )
 
 
 def _resolve_device(name: str) -> torch.device:

@@ -25,8 +25,17 @@ def nested_model(model: type[BaseModel], parts: list[str]) -> type[BaseModel]:
     return model
 
 
+#: config keys that once existed, and what replaced them (a config still using one fails naming the new key)
+RETIRED = {
+    "run.tensorboard": "trackers: [{name: tensorboard}] (a tracker plugin; several trackers may run at once)",
+}
+
+
 def suggest_field(path: str, model: type[BaseModel], root: str = "") -> str:
     from core.registry import close_matches
+
+    if path in RETIRED:
+        return f" It was replaced by {RETIRED[path]}."
 
     parts = path.removeprefix(root).strip(".").split(".")
     owner = nested_model(model, parts) if root else model

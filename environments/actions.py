@@ -13,15 +13,15 @@ the probe rescales them to the screen. Text inside ``<think>...</think>`` is
 ignored. :func:`format_action_space` is the system-prompt description.
 
 OSWorld's own action spaces convert into the same actions
-(:mod:`environments.osworld_actions`); :func:`get_action_parser` picks one by
-name.
+(:mod:`environments.osworld_actions`); :mod:`environments.action_formats` picks
+a parser by name.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from pydantic import ValidationError
 
@@ -115,6 +115,11 @@ def split_keys(keys: str | Sequence[str]) -> list[str]:
 
 _BLOCK = re.compile(r"<(tool_call|action)>(.*?)(?:</\1>|\Z)", re.DOTALL)
 _THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
+
+
+def without_thinking(text: str) -> str:
+    """``text`` without its ``<think>...</think>`` parts (an unclosed one runs to the end)."""
+    return _THINK.sub("", text)
 _ARGUMENT_KEYS = {
     "action", "coordinate", "start_coordinate", "text", "keys", "direction", "amount", "pixels",
     "duration", "time", "path", "content", "status",
@@ -187,7 +192,7 @@ def action_from_arguments(args: Mapping[str, Any]) -> Action:
 
 def parse_actions(text: str) -> list[Action]:
     """All actions in a model response, in order. Raises :class:`ActionParseError` when there is none or one is bad."""
-    visible = _THINK.sub("", text)
+    visible = without_thinking(text)
     blocks = _BLOCK.findall(visible)
     if not blocks:
         raise ActionParseError(
@@ -284,51 +289,3 @@ def format_action_space(*, scienceboard: bool = False, screen_size: tuple[int, i
             continue
         lines.append(f"- {text}")
     return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------
-# Parsers by name
-# ---------------------------------------------------------------------------
-
-ActionParser = Callable[[Any], list[Action]]
-ACTION_FORMATS = ("tool_call", "pyautogui", "computer_13")
-
-
-_CODE_BLOCK = re.compile(r"```(?:python|py|json)?\s*\n(.*?)```", re.DOTALL)
-
-
-def _code_in(text: str) -> str:
-    """The last fenced code block of a response, or the whole response without ``<think>``."""
-    visible = _THINK.sub("", text)
-    blocks = _CODE_BLOCK.findall(visible)
-    return (blocks[-1] if blocks else visible).strip()
-
-
-def parse_response(text: str, action_format: str = "tool_call", screen_size: tuple[int, int] = (1280, 800)) -> list[Action]:
-    """Actions in a model response written in ``action_format`` (see :data:`ACTION_FORMATS`)."""
-    if action_format == "tool_call":
-        return parse_actions(text)
-    parser = get_action_parser(action_format, screen_size)
-    code = _code_in(text)
-    if action_format == "pyautogui":
-        return parser(code)
-    try:
-        obj = json.loads(code)
-    except json.JSONDecodeError as exc:
-        if code.strip() in ("WAIT", "FAIL", "DONE"):
-            return parser(code.strip())
-        raise ActionParseError(f"computer_13 actions are JSON ({exc.msg} at char {exc.pos})") from None
-    return parser(obj)
-
-
-def get_action_parser(name: str, screen_size: tuple[int, int] = (1280, 800)) -> ActionParser:
-    """``tool_call`` (ours), ``pyautogui`` (OSWorld code strings) or ``computer_13`` (OSWorld JSON)."""
-    if name == "tool_call":
-        return parse_actions
-    from environments import osworld_actions
-
-    if name == "pyautogui":
-        return lambda code: osworld_actions.from_pyautogui(code, screen_size)
-    if name == "computer_13":
-        return lambda obj: osworld_actions.from_computer_13(obj, screen_size)
-    raise ValueError(f"unknown action format {name!r}; available: {', '.join(ACTION_FORMATS)}")

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from core.interfaces import Environment, JudgeServices
 from core.types import Action, Judgement, Task
-from environments import actions
+from environments import action_formats, actions
 from environments.setup import run_setup_steps, unsupported_step_types
 
 
@@ -37,7 +37,7 @@ class DesktopProtocol:
         )
 
     def parse_response(self, text: str) -> list[Action]:
-        return actions.parse_response(text, self.options.action_format, (self.options.width, self.options.height))
+        return action_formats.parse_response(text, self.options.action_format, (self.options.width, self.options.height))
 
     def format_response(self, demonstrated: Sequence[Action]) -> str:
         return actions.format_response(demonstrated, self.options.action_format)

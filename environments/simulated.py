@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from core.errors import EnvironmentFailure
 from core.interfaces import Environment, EnvironmentBackend, JudgeServices
 from core.types import Action, ActionType, Judgement, Observation, Screenshot, Task
-from environments import actions
+from environments import action_formats, actions
 
 __all__ = ["SimulatedBackend", "SimulatedEnvironment", "SimulatedOptions", "create_backend"]
 
@@ -190,7 +190,7 @@ class SimulatedBackend(EnvironmentBackend):
                 + actions.format_action_space(screen_size=(self.options.width, self.options.height)))
 
     def parse_response(self, text: str) -> list[Action]:
-        return actions.parse_response(text, "tool_call", (self.options.width, self.options.height))
+        return action_formats.parse_response(text, "tool_call", (self.options.width, self.options.height))
 
     def format_response(self, demonstrated: Sequence[Action]) -> str:
         return actions.format_response(demonstrated, "tool_call")

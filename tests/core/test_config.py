@@ -46,6 +46,15 @@ def test_all_problems_reported_at_once_by_path(test_plugins):
     assert len(problems) == 4
 
 
+def test_a_retired_key_names_what_replaced_it(test_plugins):
+    with pytest.raises(ConfigError) as info:
+        validate({"run": {"name": "x", "tensorboard": True}}, test_plugins)
+    assert info.value.problems == [
+        "run.tensorboard: unknown key. It was replaced by trackers: [{name: tensorboard}] (a tracker plugin; "
+        "several trackers may run at once)."
+    ]
+
+
 def test_overrides_and_interpolation(tmp_path, test_plugins):
     path = tmp_path / "c.yaml"
     path.write_text(

@@ -16,11 +16,11 @@ from environments.actions import (
     format_action_space,
     grid_to_pixels,
     parse_actions,
-    parse_response,
     pixels_to_grid,
     split_keys,
     xdotool_key,
 )
+from environments.action_formats import parse_response
 from environments.osworld_actions import from_computer_13, from_pyautogui
 
 

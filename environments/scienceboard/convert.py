@@ -19,11 +19,19 @@ item ``type``      getter                               metric
 ``include``        ``vm_file_text``                     ``scienceboard_regex``
 ``compile``        ``scienceboard_tex_check``           ``scienceboard_passed``
 ``val``/``var``    ``kalgebra_variables``               ``kalgebra_val``/``_var``
-``eqn``            ``kalgebra_functions``               ``kalgebra_eqn``
+``eqn``            ``kalgebra_functions`` (2D), ``_3d``  ``kalgebra_eqn``
 ``db``             ``grass_command``                    ``scienceboard_predicate``
-``info``           ``grass_gui_dump``                   ``scienceboard_predicate``
+``info`` (GRASS)   ``grass_gui_dump``                   ``scienceboard_predicate``
+``info`` (Cel.)    ``celestia_dump``                    ``scienceboard_predicate``
+``info`` (ChX)     ``chimerax_info``                    ``chimerax_info``
+``states`` (ChX)   ``chimerax_states``                  ``chimerax_states``
+``file`` (ChX)     ``vm_file_text``                     ``scienceboard_contains``
 ``placeholder``    ``scienceboard_lean_check``          ``scienceboard_passed``
 =================  ===================================  ==========================
+
+Getters of ``environments.scienceboard.apps`` ask the applications' own servers; where only an instrumented
+build of ScienceBoard's VM image has one (Celestia, KAlgebra 3D, the GRASS GUI), the task converts and its
+judge says at run time which build it needs.
 
 The original JSON stays in ``metadata["scienceboard"]`` (the backend runs its
 ``initialize`` list); ``config`` is empty. Two keys beyond upstream's are
@@ -46,14 +54,6 @@ PORT_PLACEHOLDER = "«PORTLIKE»"
 #: the home directory of ScienceBoard's VM image
 UPSTREAM_HOME = "/home/user"
 STOP_VALUES = ("DONE", "FAIL", "ANS")
-#: evaluate types that only ScienceBoard's instrumented builds of these applications can answer
-INSTRUMENTED_ONLY = {
-    ("Celestia", "states"): "Celestia's state REST API exists only in ScienceBoard's instrumented Celestia build",
-    ("ChimeraX", "states"): "ChimeraX's state checks need ScienceBoard's ChimeraX bundle in the VM image",
-    ("Celestia", "info"): "Celestia's state REST API exists only in ScienceBoard's instrumented Celestia build",
-}
-
-
 class ScienceBoardTask(BaseModel):
     """The fields ScienceBoard's ``Task.__check_config`` asserts, plus our ``id`` and ``oracle``."""
 
@@ -167,8 +167,14 @@ def _item(task: ScienceBoardTask, item: Mapping[str, Any], port: int) -> tuple[s
     kind = item["type"]
     if kind == "stop":
         return _stop(task, item)
-    if (task.type, kind) in INSTRUMENTED_ONLY:
-        raise UnsupportedItem(INSTRUMENTED_ONLY[(task.type, kind)])
+    if task.type == "ChimeraX" and kind in ("info", "states", "file"):
+        return _chimerax(item, port)
+    if task.type == "Celestia" and kind == "info":
+        query = (task.model_extra or {}).get("query", [])
+        if not isinstance(query, list) or not all(isinstance(q, dict) and "name" in q and "type" in q for q in query):
+            raise UnsupportedItem("a Celestia task's 'query' must be a list of {name, type} (the bodies to report)")
+        return "scienceboard_predicate", {"type": "celestia_dump", "port": port, "query": query}, None, \
+            _predicate_options(item)
     if kind == "file":
         if "path" not in item:
             raise UnsupportedItem("file needs 'path' (the file whose text is compared)")
@@ -197,12 +203,14 @@ def _item(task: ScienceBoardTask, item: Mapping[str, Any], port: int) -> tuple[s
         key, value = item.get("key"), item.get("value")
         if key == "#SIZE":
             return "kalgebra_eqn", {"type": "kalgebra_functions", "points": []}, None, {"size": value}
-        if not isinstance(key, list) or not key or any(not isinstance(p, list) or len(p) != 2 for p in key):
-            raise UnsupportedItem("eqn needs 'key': a list of [x, y] points (3D plots are not observable in "
-                                  "stock KAlgebra) or '#SIZE'")
+        if not isinstance(key, list) or not key or any(not isinstance(p, list) or len(p) not in (2, 3) for p in key) \
+                or len({len(p) for p in key}) != 1:
+            raise UnsupportedItem("eqn needs 'key': a list of [x, y] (2D) or [x, y, z] (3D) points, or '#SIZE'")
         if not isinstance(value, dict):
             raise UnsupportedItem("eqn needs 'value': {\"(x, y)\": true/false, ...}")
-        return "kalgebra_eqn", {"type": "kalgebra_functions", "points": key}, None, {"value": value}
+        getter = {"type": "kalgebra_functions", "points": key} if len(key[0]) == 2 else \
+            {"type": "kalgebra_functions_3d", "port": port, "points": key}
+        return "kalgebra_eqn", getter, None, {"value": value}
     if kind == "db":
         if "cmd" not in item:
             raise UnsupportedItem("db needs 'cmd' (a GRASS module) and 'kwargs'")
@@ -214,7 +222,33 @@ def _item(task: ScienceBoardTask, item: Mapping[str, Any], port: int) -> tuple[s
         return "scienceboard_passed", {"type": "scienceboard_lean_check", "header": lean_query(task)}, None, {}
     raise UnsupportedItem(f"evaluate type {kind!r} of a {task.type} task is not supported; supported: stop, file, "
                           "include, compile (TeXstudio), val, var, eqn (KAlgebra), db, info (GrassGIS), "
-                          "placeholder (Lean)")
+                          "placeholder (Lean), info (Celestia), info, states, file (ChimeraX)")
+
+
+def _chimerax(item: Mapping[str, Any], port: int) -> tuple[str, Any, Any, dict[str, Any]]:
+    """ChimeraX's ``info`` (stock REST server), ``states`` (the SessionStates bundle) and ``file`` items."""
+    kind, key = item["type"], item.get("key")
+    if not isinstance(key, str) or not key:
+        raise UnsupportedItem(f"{kind} needs 'key' (a string)")
+    if kind == "info":
+        value = item.get("value")
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise UnsupportedItem("info needs 'value': the list of lines 'info <key>' logs")
+        return "chimerax_info", {"type": "chimerax_info", "port": port, "key": key}, None, {"value": value}
+    if kind == "file":
+        if not isinstance(item.get("value"), str):
+            raise UnsupportedItem("file needs 'value': the text the file at 'key' contains (or a 'lambda: ...')")
+        return "scienceboard_contains", {"type": "vm_file_text", "path": key}, None, {"value": item["value"]}
+    options: dict[str, Any] = {"key": key}
+    if "value" in item:
+        options.update(value=item["value"], absent=item["value"] is None)
+    elif isinstance(item.get("pattern"), str):
+        options["pattern"] = item["pattern"]
+    else:
+        raise UnsupportedItem("states needs 'value' (null: the entry must not exist) or 'pattern'")
+    if "find" in item:
+        options["find"] = item["find"]
+    return "chimerax_states", {"type": "chimerax_states", "port": port}, None, options
 
 
 def lean_query(task: ScienceBoardTask) -> str:

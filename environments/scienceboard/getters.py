@@ -183,17 +183,3 @@ async def get_grass_command(env: Any, config: Mapping[str, Any]) -> dict[str, An
     if outcome["returncode"] != 0:
         log.info("GRASS module failed", argv=spec["argv"], stderr=outcome["stderr"][-300:])
     return outcome
-
-
-async def get_grass_gui_dump(env: Any, config: Mapping[str, Any]) -> Any:
-    """``info``: the GUI state dump of ScienceBoard's instrumented GRASS GUI (``GET :<port>/dump``)."""
-    port = int(config.get("port", 8000))
-    code = ("import sys, urllib.request; sys.stdout.write(urllib.request.urlopen("
-            f"'http://127.0.0.1:{port}/dump', timeout=20).read().decode())")
-    result = await env.client.execute(["python3", "-c", code], timeout=40)
-    try:
-        return json.loads(result.get("output") or "")
-    except ValueError:
-        raise RuntimeError(f"no GRASS GUI state at 127.0.0.1:{port}/dump: 'info' items read the state REST server "
-                           "of ScienceBoard's instrumented GRASS GUI, which stock GRASS does not have; use 'db' "
-                           "items (GRASS modules) instead") from None

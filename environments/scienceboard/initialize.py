@@ -205,9 +205,12 @@ except Exception as exc:
 """
 
 
-async def desktop_http(client: EnvironmentClient, method: str, url: str, body: Any = None) -> tuple[int | None, str]:
-    """An HTTP request made from inside the desktop (the apps' REST servers listen on its loopback)."""
-    result = await client.execute(["python3", "-c", _HTTP, method, url, json.dumps(body)], timeout=90)
+async def desktop_http(client: EnvironmentClient, method: str, url: str, body: Any = None, *,
+                       text: bool = False) -> tuple[int | None, str]:
+    """An HTTP request made from inside the desktop (the apps' REST servers listen on its loopback); a POST's
+    ``body`` goes as JSON, or as it is with ``text``."""
+    result = await client.execute(["python3", "-c", _HTTP, method, url, body if text else json.dumps(body)],
+                                  timeout=90)
     try:
         answer = json.loads(result.get("output") or "")
     except ValueError:
@@ -237,6 +240,29 @@ async def _chimerax_clear_log(state: InitState, item: dict[str, Any]) -> Any:
     return await _chimerax(state, "log clear")
 
 
+async def _chimerax_alphafold_match(state: InitState, item: dict[str, Any]) -> Any:
+    return await _chimerax(state, f"alphafold match {item.get('name')}")
+
+
+async def _chimerax_color(state: InitState, item: dict[str, Any]) -> Any:
+    style = str(item.get("style"))
+    return await _chimerax(state, "rainbow" if style == "rainbow" else f"color {style}")
+
+
+async def _kalgebra_func_3d(state: InitState, item: dict[str, Any]) -> Any:
+    """Plot ``expr`` in 3D through ScienceBoard's instrumented KAlgebra (``POST /add/3d``), as upstream does: its
+    3D items are judged by the same build, so a task that plots in 3D needs it from the start."""
+    expr = item.get("expr")
+    if not isinstance(expr, str) or not expr:
+        raise ValueError("func_3d needs 'expr'")
+    url = f"http://127.0.0.1:{state.port}/add/3d"
+    status, text = await desktop_http(state.client, "POST", url, expr, text=True)
+    if status != 200 or text.strip() != "OK":
+        raise ValueError(f"KAlgebra's state server at {url} did not answer OK ({status}: {text[:160]}); stock "
+                         "KAlgebra has none: 3D tasks need ScienceBoard's instrumented KAlgebra")
+    return text
+
+
 def _grass_gui(method: str, path: str, body: Callable[[dict[str, Any]], Any] | None = None) -> Handler:
     async def handler(state: InitState, item: dict[str, Any]) -> Any:
         url = f"http://127.0.0.1:{state.port}{path}"
@@ -255,9 +281,10 @@ GENERIC: dict[str, Handler] = {
     "chimerax_clear_log": _chimerax_clear_log,
 }
 BY_APP: dict[str, dict[str, Handler]] = {
-    "KAlgebra": {"tab": _kalgebra_tab, "func_2d": _kalgebra_func_2d},
+    "KAlgebra": {"tab": _kalgebra_tab, "func_2d": _kalgebra_func_2d, "func_3d": _kalgebra_func_3d},
     "Lean": {"import": _lean_import, "open": _lean_open, "def": _lean_def, "query": _lean_query},
-    "ChimeraX": {"open": _chimerax_open, "turn": _chimerax_turn, "clear_log": _chimerax_clear_log},
+    "ChimeraX": {"open": _chimerax_open, "turn": _chimerax_turn, "clear_log": _chimerax_clear_log,
+                 "alphafold_match": _chimerax_alphafold_match, "color": _chimerax_color},
     "GrassGIS": {
         "cmd": _grass_gui("GET", "/init/cmd"),
         "map": _grass_gui("POST", "/init/map", lambda i: {k: i.get(k) for k in ("grassdb", "location", "mapset")}),

@@ -7,6 +7,7 @@ not be asked (not running); that scores 0, as upstream's ``error_factory(False)`
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any, Mapping, Sequence
@@ -97,3 +98,57 @@ def scienceboard_predicate(result: Any, expected: Any = None, *, key: str, value
     if isinstance(outcome, float) and math.isnan(outcome):
         return 0.0
     return float(bool(outcome))
+
+
+def chimerax_info(result: Any, expected: Any = None, *, value: Sequence[str], **_: Any) -> float:
+    """``info`` (ChimeraX): the lines ``info <key>`` logged are, as a set, exactly ``value``."""
+    if not isinstance(result, list):
+        return 0.0
+    return float(set(result) == set(value))
+
+
+def chimerax_states(result: Any, expected: Any = None, *, key: str, value: Any = None, absent: bool = False,
+                    pattern: str | None = None, find: str | None = None, **_: Any) -> float:
+    """``states`` (ChimeraX) over the SessionStates dump ``{dotted path: repr}``, as upstream's ``_eval_states``:
+
+    * the entry: ``key`` itself; or the first path ``key`` (a ``lambda path: bool``) accepts; or, with ``find``
+      (a ``lambda path, value: bool``), ``key`` (a ``lambda path: path``) applied to the first path ``find``
+      accepts;
+    * ``absent`` (upstream: ``value`` given as null): no such entry exists (with ``find``, upstream fails: 0);
+    * else ``pattern`` searched in the entry (JSON text when not a string), or the entry equal to ``value``.
+    A missing entry scores 0 (upstream's ``error_factory(False)``).
+    """
+    if not isinstance(result, Mapping):
+        return 0.0
+    try:
+        if find is not None:
+            if absent:
+                return 0.0
+            accepts = compile_lambda(find)
+            matches = [path for path, entry in result.items() if accepts(path, entry)]
+            path = compile_lambda(key)(matches[0])
+        elif is_lambda(key):
+            paths = [path for path in result if compile_lambda(key)(path)]
+            if absent:
+                return float(not paths)
+            path = paths[0]
+        else:
+            if absent:
+                return float(key not in result)
+            path = key
+        entry = result[path]
+    except Exception as exc:  # noqa: BLE001 (upstream: any failure of the lookup scores False)
+        log.info("chimerax state entry not found; scoring 0", key=key, error=f"{type(exc).__name__}: {exc}")
+        return 0.0
+    if pattern is not None:
+        return float(re.search(pattern, entry if isinstance(entry, str) else json.dumps(entry)) is not None)
+    return float(value is not None and entry == value)
+
+
+def scienceboard_contains(result: Any, expected: Any = None, *, value: str, **_: Any) -> float:
+    """``file`` (ChimeraX): the file's text contains ``value``; a ``lambda: ...`` value is called when judged
+    (upstream writes today's date as ``lambda: __import__('datetime').datetime.today().strftime(...)``)."""
+    if result is None:
+        return 0.0
+    needle = compile_lambda(value)() if is_lambda(value) else value
+    return float(str(needle) in str(result))

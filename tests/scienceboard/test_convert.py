@@ -101,6 +101,39 @@ def test_grass_db_and_info_and_lean_placeholder() -> None:
     assert metrics(lean)[0][:2] == ("scienceboard_passed", {"type": "scienceboard_lean_check", "header": theorem})
 
 
+def test_instrumented_and_rest_items_convert_to_their_apps_getters() -> None:
+    """Celestia info (instrumented build's /dump with the task's query), KAlgebra 3D eqn (its /func/3d), ChimeraX
+    info / states / file (stock REST server, the SessionStates bundle, a file's text)."""
+    celestia = convert_task(sb("Celestia", [{"type": "info", "key": "lambda dump: dump['time']['scale']",
+                                             "value": 100, "pred": "lambda key, value: abs(key - value) < 0.1"}],
+                               query=[{"name": "Mercury", "type": 2}]), port=8001)
+    assert metrics(celestia)[0] == ("scienceboard_predicate",
+                                    {"type": "celestia_dump", "port": 8001, "query": [{"name": "Mercury", "type": 2}]},
+                                    {}, {"key": "lambda dump: dump['time']['scale']", "value": 100,
+                                           "pred": "lambda key, value: abs(key - value) < 0.1"})
+    surface = convert_task(sb("KAlgebra", [{"type": "eqn", "key": [[5.13, -1, 5.13]], "value": {"(5.13, -1, 5.13)": True}}]))
+    assert metrics(surface)[0][:2] == ("kalgebra_eqn", {"type": "kalgebra_functions_3d", "port": 8000,
+                                                        "points": [[5.13, -1, 5.13]]})
+    chimerax = convert_task(sb("ChimeraX", [
+        {"type": "info", "key": "sel", "value": ["atom id /A:9@N1 idatm_type N3+"]},
+        {"type": "states", "key": "_state_containers.models._models.(1,)._name", "value": "2olx"},
+        {"type": "states", "key": "lambda key: key.startswith('x')", "value": None},
+        {"type": "states", "find": "lambda key, value: key.endswith('page_source')", "key": "lambda key: key",
+         "pattern": "4 clashes"},
+        {"type": "file", "key": "/home/user/Downloads/best_model.pdb", "value": "ATOM     14  CA  ASN A"},
+    ]), port=8002)
+    info, name, absent, found, file = metrics(chimerax)
+    assert info == ("chimerax_info", {"type": "chimerax_info", "port": 8002, "key": "sel"}, {},
+                    {"value": ["atom id /A:9@N1 idatm_type N3+"]})
+    assert name == ("chimerax_states", {"type": "chimerax_states", "port": 8002}, {},
+                    {"key": "_state_containers.models._models.(1,)._name", "value": "2olx", "absent": False})
+    assert absent[3] == {"key": "lambda key: key.startswith('x')", "value": None, "absent": True}
+    assert found[3] == {"key": "lambda key: key", "pattern": "4 clashes",
+                        "find": "lambda key, value: key.endswith('page_source')"}
+    assert file == ("scienceboard_contains", {"type": "vm_file_text", "path": "~/Downloads/best_model.pdb"}, {},
+                    {"value": "ATOM     14  CA  ASN A"})
+
+
 def test_ids_are_kept_or_derived_stably_and_the_oracle_is_carried() -> None:
     raw = sb("KAlgebra", [{"type": "stop", "value": "DONE"}])
     first, second = convert_task(raw), convert_task(copy.deepcopy(raw))
@@ -118,9 +151,11 @@ def test_upstream_home_mapping_can_be_turned_off() -> None:
 
 
 @pytest.mark.parametrize(("raw", "message"), [
-    (sb("KAlgebra", [{"type": "eqn", "key": [[1, 2, 3]], "value": {"(1, 2, 3)": True}}]), "3D plots"),
-    (sb("Celestia", [{"type": "info", "key": "x", "value": 1}]), "instrumented Celestia"),
-    (sb("ChimeraX", [{"type": "states", "key": "x", "value": 1}]), "ChimeraX bundle"),
+    (sb("KAlgebra", [{"type": "eqn", "key": [[1, 2], [1, 2, 3]], "value": {}}]), "[x, y, z] (3D) points"),
+    (sb("Celestia", [{"type": "info", "key": "x", "value": 1}], query=[{"name": "Mars"}]), "list of {name, type}"),
+    (sb("ChimeraX", [{"type": "states", "key": "x"}]), "states needs 'value'"),
+    (sb("ChimeraX", [{"type": "info", "key": "sel", "value": "x"}]), "the list of lines"),
+    (sb("ChimeraX", [{"type": "file", "key": "/home/user/a.pdb"}]), "file needs 'value'"),
     (sb("TeXstudio", [{"type": "file", "path": "/home/user/m.tex"}]), "needs an initialize 'touch'"),
     (sb("KAlgebra", [{"type": "stop", "value": "MAYBE"}]), "one of DONE, FAIL, ANS"),
     (sb("KAlgebra", [{"type": "stop", "value": "ANS"}]), "needs 'args'"),

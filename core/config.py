@@ -56,6 +56,10 @@ class RunSection(_Strict):
     #: ``core.eval`` (the same episodes each time, so the points are comparable) -> ``eval/success``; 0: never
     eval_every: int = Field(0, ge=0)
     eval_passes: int = Field(1, ge=1, description="rollouts per task of each periodic evaluation")
+    #: stop after the iteration that brings the training rollouts run (``rollout/episodes_run``: groups a sampler
+    #: dropped included; initial pass and evaluations excluded) to at least this many, even before ``iterations``:
+    #: samplers that draw extra rollouts (DAPO's refills) are then compared at equal cost
+    rollout_budget: int | None = Field(None, ge=1)
 
 
 class PluginsSection(_Strict):

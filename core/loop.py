@@ -73,6 +73,7 @@ class TrainingRun:
         self.metrics_log = MetricsLog(run_dir)
         self.ckpt = checkpoint.CheckpointManager(run_dir, keep=self.cfg.run.keep_checkpoints)
         self.completed = 0  # iterations completed (== index of the next iteration)
+        self.rollouts_spent = 0.0  # training rollouts run so far (run.rollout_budget)
         self.step_applied = False
         self.rng_at_completion: dict[str, Any] | None = None
         self.last_saved: int | None = None
@@ -130,6 +131,7 @@ class TrainingRun:
         self.completed = self.last_saved = restored.iteration
         self.rng_at_completion = checkpoint.capture_rng()
         dropped = self.metrics_log.truncate_from(self.completed)
+        self.rollouts_spent = sum(float(r.get("rollout/episodes_run", 0.0)) for r in self.metrics_log.read())
         log.info("resumed", checkpoint=str(restored.path), next_iteration=self.completed, dropped_metrics=dropped)
         sync_weights(c.trainer, c.engine, self.completed)
 
@@ -223,12 +225,18 @@ class TrainingRun:
         else:
             log.warning("no trainable segments this iteration", iteration=it)
         write_rollouts(self.run_dir, it, kept, screenshots=self.cfg.run.save_screenshots)
+        self.rollouts_spent += float(counters.get("rollout/episodes_run", 0.0))
         every = self.cfg.run.eval_every
-        if every and (it + 1) % every == 0:
+        if every and ((it + 1) % every == 0 or self.finishes_with(it + 1)):  # the last iteration is always evaluated
             with timer.phase("eval"):
                 metrics.update(await self.evaluate(c, it))
         metrics.update(timer.as_metrics())
         return metrics
+
+    def finishes_with(self, completed: int) -> bool:
+        """Whether the run ends once ``completed`` iterations are done: ``run.iterations`` or ``run.rollout_budget``."""
+        budget = self.cfg.run.rollout_budget
+        return completed >= self.cfg.run.iterations or (budget is not None and self.rollouts_spent >= budget)
 
     async def evaluate(self, c: Components, it: int) -> dict[str, float]:
         """The updated policy on the whole pool, with ``core.eval``'s episode seeds (comparable across calls
@@ -267,7 +275,7 @@ class TrainingRun:
                 pipeline = AsyncIterations(self, c)
                 pipeline.start()
                 step = pipeline.iteration
-            while self.completed < self.cfg.run.iterations:
+            while not self.finishes_with(self.completed):
                 started = time.perf_counter()
                 metrics = await step(c)
                 self.completed += 1
@@ -276,7 +284,7 @@ class TrainingRun:
                 metrics["time/iteration"] = round(time.perf_counter() - started, 4)
                 # metrics first: a kill between the two redoes the iteration and drops its line on resume
                 self.metrics_log.append(metrics)
-                if self.completed % self.cfg.run.checkpoint_every == 0 or self.completed == self.cfg.run.iterations:
+                if self.completed % self.cfg.run.checkpoint_every == 0 or self.finishes_with(self.completed):
                     self.save_checkpoint(c)
                 self.plugins.hook.scalecua_iteration_end(iteration=metrics["iteration"], metrics=metrics,
                                                          run_dir=self.run_dir)

@@ -284,3 +284,21 @@ def test_async_run_with_the_openai_compatible_engine_against_a_served_policy(tmp
     versions = {t["weight_version"] for r in records for t in r["turns"]}
     assert versions <= {0, 1, 2} and max(versions) >= 1  # later turns were sampled after an update over HTTP
     assert updates > 0
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_rollout_budget_ends_the_run_at_equal_cost_and_evaluates_its_last_iteration(tmp_path, mode):
+    """``run.rollout_budget``: DAPO's refills count, the run stops after the iteration that reaches the budget
+    (before ``run.iterations``), that iteration is evaluated and checkpointed even off the ``eval_every`` grid."""
+    runs = tmp_path / "runs"
+    done = run_cli("core.run", "--config", str(CONFIG), *small(runs, **{
+        "rollout_loop.mode": mode, "sampler.name": "dapo", "run.iterations": 50, "run.rollout_budget": 10,
+        "run.eval_every": 100, "run.checkpoint_every": 100}))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = only_run_dir(runs)
+    rows = MetricsLog(run_dir).read()
+    spent = [sum(r["rollout/episodes_run"] for r in rows[: i + 1]) for i in range(len(rows))]
+    assert spent[-1] >= 10 and all(s < 10 for s in spent[:-1]), spent  # stopped by the budget, not iterations
+    assert len(rows) < 50
+    assert "eval/success" in rows[-1] and not any("eval/success" in r for r in rows[:-1])
+    assert [p.name for p in list_complete(run_dir)] == [f"iter_{len(rows):06d}"]

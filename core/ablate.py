@@ -9,6 +9,7 @@ An ablation file::
       segmenter: [sliding-window, step-wise]
     metrics: [success/rate, reward/mean, groups/informative_share, time/iteration]
     last: 5                            # table cells average the last N iterations
+    seeds: [0, 1, 2]                   # optional: every cell once per seed (run.seed); the table gives mean ± sd
 
 ``python -m core.ablate FILE [KEY=VALUE ...]``: command-line overrides apply to every cell after the
 file's (e.g. ``run.init_from=...`` to start every cell from one checkpoint).
@@ -55,6 +56,8 @@ class AblationSpec(BaseModel):
     matrix: dict[str, list[str | dict[str, Any]]]
     metrics: list[str] = Field(default_factory=lambda: ["success/rate", "reward/mean", "time/iteration"])
     last: int = Field(5, ge=1)
+    #: every cell runs once per seed (``run.seed``; the same seeds for every cell); None: once, the base's seed
+    seeds: list[int] | None = Field(None, min_length=1)
 
 
 def load_spec(path: Path) -> AblationSpec:
@@ -118,10 +121,45 @@ def curves(run_dir: Path | None, metrics: list[str]) -> dict[str, list[list[floa
     return out
 
 
+def mean_curve(runs: list[list[list[float]]]) -> list[list[float]]:
+    """The mean of several runs' ``[rollouts spent, value]`` curves, point by point (the k-th report of each run:
+    periodic evaluations land on the same iterations; a run with fewer points contributes to fewer)."""
+    out = []
+    for k in range(max((len(r) for r in runs), default=0)):
+        points = [r[k] for r in runs if len(r) > k]
+        out.append([statistics.fmean(p[0] for p in points), statistics.fmean(p[1] for p in points)])
+    return out
+
+
+def aggregate(rows: list[dict[str, Any]], metrics: list[str]) -> list[dict[str, Any]]:
+    """One entry per cell over its seeds: each metric's mean and sd of the runs' summaries, and mean curves."""
+    cells = []
+    for label in dict.fromkeys(r["cell"] for r in rows):
+        runs = [r for r in rows if r["cell"] == label]
+        summary: dict[str, Any] = {"iterations": statistics.fmean(r["summary"]["iterations"] for r in runs)}
+        spread: dict[str, float | None] = {}
+        for m in metrics:
+            values = [r["summary"][m] for r in runs if r["summary"][m] is not None]
+            summary[m] = statistics.fmean(values) if values else None
+            spread[m] = statistics.stdev(values) if len(values) > 1 else None
+        ok = sum(r["status"] == "ok" for r in runs)
+        cells.append({"cell": label, "runs": len(runs), "status": "ok" if ok == len(runs) else f"{ok}/{len(runs)} ok",
+                      "summary": summary, "sd": spread,
+                      "curves": {m: mean_curve([r["curves"][m] for r in runs]) for m in metrics}})
+    return cells
+
+
 def format_table(rows: list[dict[str, Any]], metrics: list[str]) -> str:
-    header = ["cell", "status", "iters", *metrics]
-    body = [[r["cell"], r["status"], str(r["summary"]["iterations"]),
-             *("-" if r["summary"][m] is None else f"{r['summary'][m]:.4g}" for m in metrics)] for r in rows]
+    """Rows are :func:`aggregate`'s cells: ``mean`` or ``mean ± sd`` over seeds."""
+    def cell(row: dict[str, Any], m: str) -> str:
+        value, sd = row["summary"][m], (row.get("sd") or {}).get(m)
+        if value is None:
+            return "-"
+        return f"{value:.4g}" if sd is None else f"{value:.4g} ± {sd:.2g}"
+
+    header = ["cell", "status", "runs", "iters", *metrics]
+    body = [[r["cell"], r["status"], str(r.get("runs", 1)), f"{r['summary']['iterations']:.4g}",
+             *(cell(r, m) for m in metrics)] for r in rows]
     widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(header)]
     fmt = lambda cols: " | ".join(c.ljust(w) for c, w in zip(cols, widths))  # noqa: E731
     return "\n".join([fmt(header), "-+-".join("-" * w for w in widths), *(fmt(b) for b in body)])
@@ -144,38 +182,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     problems: list[str] = []
     for cell in expand(spec):
         label, overrides = cell_overrides(base_raw, cell)
-        run_name = label.replace("=", "-").replace(",", "_")
-        full = [*spec.overrides, *overrides, f"run.name={run_name}", f"run.output_dir={out_root}"]
-        try:
-            load_config(base, full, required=("model", "environment", "sampler", "segmenter", "trainer", "rollout",
-                                              "judge"))
-        except ConfigError as exc:
-            problems.extend(f"[{label}] {p}" for p in exc.problems)
-        plan.append((label, run_name, full))
+        for seed in spec.seeds or [None]:
+            run_name = label.replace("=", "-").replace(",", "_") + ("" if seed is None else f"_seed{seed}")
+            full = [*spec.overrides, *overrides, *([] if seed is None else [f"run.seed={seed}"]),
+                    f"run.name={run_name}", f"run.output_dir={out_root}"]
+            try:
+                load_config(base, full, required=("model", "environment", "sampler", "segmenter", "trainer",
+                                                  "rollout", "judge"))
+            except ConfigError as exc:
+                problems.extend(f"[{label}] {p}" for p in exc.problems)
+            plan.append((label, seed, run_name, full))
     if problems:
-        raise ConfigError(problems)
+        raise ConfigError(sorted(set(problems), key=problems.index))
     if args.dry_run:
-        print(json.dumps([{"cell": label, "overrides": full} for label, _, full in plan], indent=2))
+        print(json.dumps([{"cell": label, "seed": seed, "overrides": full} for label, seed, _, full in plan],
+                         indent=2))
         return 0
 
     rows = []
-    for label, run_name, full in plan:
+    for label, seed, run_name, full in plan:
         started = time.monotonic()
-        print(f"== {label}", file=sys.stderr, flush=True)
+        print(f"== {label}" + ("" if seed is None else f" (seed {seed})"), file=sys.stderr, flush=True)
         proc = subprocess.run([sys.executable, "-m", "core.run", "--config", str(base), *full])
         run_dir = latest_run_dir(out_root, run_name)
         rows.append({
-            "cell": label, "run_dir": str(run_dir) if run_dir else None,
+            "cell": label, "seed": seed, "run_dir": str(run_dir) if run_dir else None,
             "status": "ok" if proc.returncode == 0 else f"exit {proc.returncode}",
             "seconds": round(time.monotonic() - started, 1),
             "summary": summarize_run(run_dir, spec.metrics, spec.last),
             "curves": curves(run_dir, spec.metrics),
         })
+    cells = aggregate(rows, spec.metrics)
     out_root.mkdir(parents=True, exist_ok=True)
-    (out_root / "ablation.json").write_text(json.dumps({"spec": spec.model_dump(), "rows": rows}, indent=2) + "\n")
-    table = format_table(rows, spec.metrics)
+    (out_root / "ablation.json").write_text(json.dumps({"spec": spec.model_dump(), "cells": cells, "rows": rows},
+                                                       indent=2) + "\n")
+    table = format_table(cells, spec.metrics)
     (out_root / "ablation.md").write_text(table + "\n")
-    plot_ablation({r["cell"]: r["curves"] for r in rows}, out_root / "ablation.png")
+    plot_ablation({c["cell"]: c["curves"] for c in cells}, out_root / "ablation.png",
+                  runs={c["cell"]: [r["curves"] for r in rows if r["cell"] == c["cell"]] for c in cells}
+                  if spec.seeds and len(spec.seeds) > 1 else None)
     print(table)
     print(f"\nwritten: {out_root / 'ablation.json'}")
     return 0 if all(r["status"] == "ok" for r in rows) else 1

@@ -49,8 +49,10 @@ def plot_curves(records: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
-def plot_ablation(cells: dict[str, dict[str, list[list[float]]]], path: Path) -> None:
-    """One panel per metric: each cell's ``[rollouts spent, value]`` curve (:func:`core.ablate.curves`)."""
+def plot_ablation(cells: dict[str, dict[str, list[list[float]]]], path: Path,
+                  runs: dict[str, list[dict[str, list[list[float]]]]] | None = None) -> None:
+    """One panel per metric: each cell's ``[rollouts spent, value]`` curve (:func:`core.ablate.curves`; with
+    several seeds the mean curve, and each seed's ``runs`` as thin lines of the same colour)."""
     metrics = list(next(iter(cells.values()), {}))
     if not metrics:
         return
@@ -60,7 +62,11 @@ def plot_ablation(cells: dict[str, dict[str, list[list[float]]]], path: Path) ->
         for label, curve in cells.items():
             points = curve.get(key) or []
             if points:
-                ax.plot([x for x, _ in points], [y for _, y in points], marker="o", ms=3, label=label)
+                line, = ax.plot([x for x, _ in points], [y for _, y in points], marker="o", ms=3, label=label)
+                for run in (runs or {}).get(label, []):
+                    seed_points = run.get(key) or []
+                    ax.plot([x for x, _ in seed_points], [y for _, y in seed_points], lw=0.7, alpha=0.35,
+                            color=line.get_color())
         ax.set_xlabel("rollouts spent")
         ax.set_title(key)
     axes[0][0].legend(fontsize=8)

@@ -2,15 +2,20 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
-from core.ablate import cell_overrides, curves, expand, load_spec
+from core.ablate import aggregate, cell_overrides, curves, expand, load_spec, mean_curve
+from core.ablate import format_table as format_ablation
+from core.ablate import main as ablate_main
 from core.errors import ConfigError, ScaleCUAError
 from core.eval import format_table, pass_at_k, summarize
 from core.metrics import MetricsLog
 from core.report import plot_ablation, write_report
 from core.types import Evaluator, Judgement, RolloutGroup, Task, Trajectory
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_pass_at_k_unbiased_estimator():
@@ -109,3 +114,39 @@ def test_ablation_curves_put_each_metric_against_the_rollouts_spent(tmp_path):
     assert curves(None, ["success/rate"]) == {"success/rate": []}
     plot_ablation({"sampler=frontier": got, "sampler=uniform": got}, tmp_path / "ablation.png")
     assert (tmp_path / "ablation.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_ablation_seeds_aggregate_each_cell_over_its_runs(tmp_path):
+    """``seeds:``: one run per cell and seed; the table is mean ± sd of the runs' summaries, the curves are the
+    point-by-point means (a run with fewer points, e.g. one stopped earlier by a budget, joins fewer of them)."""
+    def row(cell, seed, success, points):
+        return {"cell": cell, "seed": seed, "status": "ok", "summary": {"iterations": len(points),
+                                                                         "eval/success": success},
+                "curves": {"eval/success": points}}
+
+    rows = [row("sampler=frontier", 0, 0.25, [[24.0, 0.2], [48.0, 0.25]]),
+            row("sampler=frontier", 1, 0.75, [[24.0, 0.4], [48.0, 0.75]]),
+            row("sampler=dapo", 0, 0.5, [[30.0, 0.5]]),
+            {**row("sampler=dapo", 1, None, []), "status": "exit 1"}]
+    cells = aggregate(rows, ["eval/success"])
+    frontier, dapo = cells
+    assert frontier["summary"]["eval/success"] == pytest.approx(0.5)
+    assert frontier["sd"]["eval/success"] == pytest.approx(0.3536, abs=1e-4)
+    assert frontier["curves"]["eval/success"] == [[24.0, pytest.approx(0.3)], [48.0, 0.5]]
+    assert (dapo["status"], dapo["summary"]["eval/success"], dapo["sd"]["eval/success"]) == ("1/2 ok", 0.5, None)
+    assert mean_curve([[[1.0, 1.0], [2.0, 3.0]], [[3.0, 2.0]]]) == [[2.0, 1.5], [2.0, 3.0]]
+    table = format_ablation(cells, ["eval/success"])
+    assert "0.5 ± 0.35" in table and "1/2 ok" in table
+    plot_ablation({c["cell"]: c["curves"] for c in cells}, tmp_path / "seeds.png",
+                  runs={c["cell"]: [r["curves"] for r in rows if r["cell"] == c["cell"]] for c in cells})
+    assert (tmp_path / "seeds.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_ablation_seeds_run_every_cell_with_the_same_seeds(tmp_path, capsys):
+    (tmp_path / "abl.yaml").write_text(
+        f"base: {ROOT / 'configs' / 'quickstart.yaml'}\nmatrix:\n  sampler: [frontier, uniform]\nseeds: [3, 4]\n")
+    assert ablate_main([str(tmp_path / "abl.yaml"), "--dry-run", f"run.output_dir={tmp_path}"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert [(p["cell"], p["seed"]) for p in plan] == [("sampler=frontier", 3), ("sampler=frontier", 4),
+                                                      ("sampler=uniform", 3), ("sampler=uniform", 4)]
+    assert "run.seed=4" in plan[1]["overrides"] and "run.name=sampler-uniform_seed3" in plan[2]["overrides"]

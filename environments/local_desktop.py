@@ -5,6 +5,8 @@ Xvfb on a free display, a private D-Bus bus, openbox, and the probe on a free
 loopback port with a random bearer token, plus a home directory of its own.
 ``reset`` kills the task's applications, restores the home directory from
 the template, runs the task's setup steps and returns the first observation.
+With ``download_mirror``, setup's http(s) downloads and ``cloud_file`` gold
+files come from that directory instead of the network (:mod:`environments.mirror`).
 
 Environments are pooled: ``acquire`` hands out an idle one or starts a new one
 (up to ``max_environments``); ``release(discard=True)`` replaces a
@@ -29,12 +31,13 @@ from typing import Any, Literal
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.errors import EnvironmentFailure, ScaleCUAError
+from core.errors import EnvironmentFailure, FilesMissing, ScaleCUAError
 from core.interfaces import Environment, EnvironmentBackend
 from core.types import Action, ActionType, Observation, Screenshot, Task
 from environments import desktop_user, display, home_template
 from environments.client import EnvironmentClient, ProbeError, act_and_observe
 from environments.desktop_protocol import DesktopProtocol
+from environments.mirror import LAYOUT, check_mirror
 from environments.setup import SetupContext, SetupError, run_setup
 
 log = structlog.get_logger(__name__)
@@ -84,6 +87,11 @@ class LocalDesktopOptions(BaseModel):
     )
     probe_routes: list[str] = Field(default_factory=list, description="modules whose ROUTES the probe also serves "
                                                                       "(e.g. environments.scienceboard.checkers)")
+    download_mirror: str | None = Field(
+        None, description="a directory on this host serving the http(s) files tasks fetch (download steps, "
+        f"cloud_file gold files) instead of the network, laid out as {LAYOUT}; a file it lacks fails the reset "
+        "with FilesMissing (null: the network)"
+    )
 
 
 def check_programs(options: LocalDesktopOptions) -> None:
@@ -219,7 +227,7 @@ class LocalDesktop(Environment):
                     f"desktop {self.env_id}: reset for task {task.id} exceeded {self.options.reset_timeout_s:g} s"
                 ) from None
             except SetupError as exc:
-                if attempt + 1 == attempts:
+                if attempt + 1 == attempts or FilesMissing.within(exc):  # the mirror lacks them on a retry too
                     raise SetupError(exc.index, exc.step_type, f"task {task.id}: {exc.reason}") from exc
                 log.warning("setup failed; retrying", env_id=self.env_id, task_id=task.id, error=str(exc))
         raise AssertionError("unreachable")
@@ -244,6 +252,7 @@ class LocalDesktop(Environment):
             screen_size=self.screen_size, task_dir=Path(task_dir) if task_dir else None,
             allowed_apps=self.options.allowed_apps, client_password=self.options.client_password,
             home=str(self.home_dir), command_failures=self.options.setup_failures,
+            download_mirror=Path(self.options.download_mirror) if self.options.download_mirror else None,
         )
 
     async def step(self, action: Action) -> Observation:
@@ -265,6 +274,9 @@ class LocalDesktopBackend(DesktopProtocol, EnvironmentBackend):
     """A pool of :class:`LocalDesktop` environments."""
 
     def __init__(self, options: LocalDesktopOptions, run_dir: Path | None = None):
+        if options.download_mirror:  # absolute: the desktops' setup contexts read it from anywhere
+            mirror = check_mirror(options.download_mirror, "local-desktop")
+            options = options.model_copy(update={"download_mirror": str(mirror)})
         check_programs(options)
         self.options = options
         self.user = desktop_user.resolve(options.desktop_user)

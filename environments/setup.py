@@ -1,9 +1,9 @@
 """Runs OSWorld task setup (``config``) and ``evaluator.postconfig`` steps through the probe client.
 
 Supported step types (those that make sense offline): ``download`` (http(s)
-fetched by the desktop; ``file://`` URLs and plain paths read on this host
-and uploaded, so they work for remote desktops too), ``upload_file``,
-``open``, ``launch``, ``execute`` / ``command``, ``execute_with_verification``,
+fetched by the desktop, or read from the context's download mirror, :mod:`environments.mirror`;
+``file://`` URLs and plain paths read on this host and uploaded, so they work for remote
+desktops too), ``upload_file``, ``open``, ``launch``, ``execute`` / ``command``, ``execute_with_verification``,
 ``sleep``, ``activate_window``, ``close_window``, and Chrome's ``chrome_open_tabs``,
 ``chrome_close_tabs``, ``update_browse_history``. Placeholders such as
 ``{SCREEN_WIDTH}`` are replaced in every string parameter.
@@ -23,8 +23,9 @@ from urllib.parse import unquote, urlsplit
 
 import structlog
 
-from core.errors import ScaleCUAError
+from core.errors import FilesMissing, ScaleCUAError
 from core.types import SetupStep
+from environments import mirror
 from environments.client import EnvironmentClient, ProbeConnectionError, ProbeError
 
 log = structlog.get_logger(__name__)
@@ -33,7 +34,8 @@ MAX_SLEEP_S = 120.0
 
 
 class SetupError(ScaleCUAError):
-    """A setup step failed; names the step, its type and why."""
+    """A setup step failed; names the step, its type and why. Files the download mirror lacks make it a
+    SetupError raised from a :class:`~core.errors.FilesMissing` (``FilesMissing.within(exc)`` finds it)."""
 
     def __init__(self, index: int, step_type: str, reason: str):
         self.index = index
@@ -61,6 +63,18 @@ class SetupContext:
     #: a command step that exits non-zero or times out: ``fail`` (a SetupError: the reset fails, the episode is
     #: retried and never scored) or ``warn`` (log and go on, as OSWorld's own harness; upstream-compatibility runs)
     command_failures: Literal["fail", "warn"] = "fail"
+    #: a directory on this host serving http(s) ``download`` URLs instead of the network
+    #: (:mod:`environments.mirror`; the backends' ``download_mirror`` option); a URL it lacks raises FilesMissing
+    download_mirror: Path | None = None
+
+    def mirrored(self, urls: Sequence[str]) -> list[Path | None]:
+        """Each URL's file in the download mirror (None: no mirror, or not http(s)); one FilesMissing naming every
+        http(s) URL the mirror lacks. ``download`` steps and the ``cloud_file`` getter read through it."""
+        if self.download_mirror is None:
+            return [None] * len(urls)
+        remote = [url for url in urls if mirror.is_remote(url)]
+        found = dict(zip(remote, mirror.mirror_files(self.download_mirror, remote)))
+        return [found.get(url) for url in urls]
 
     def placeholders(self) -> dict[str, str]:
         width, height = self.screen_size
@@ -135,8 +149,10 @@ def _files(params: Mapping[str, Any], keys: tuple[str, str]) -> list[tuple[str, 
 
 
 async def _download(client: EnvironmentClient, params: dict[str, Any], context: SetupContext) -> Any:
-    for url, path in _files(params, ("url", "path")):
-        source = _local_source(url, context)
+    files = _files(params, ("url", "path"))
+    mirrored = context.mirrored([url for url, _ in files])  # first: one error lists every file the mirror lacks
+    for (url, path), source in zip(files, mirrored):
+        source = source or _local_source(url, context)
         if source is None:
             await client.download_file(url, path)
         else:
@@ -353,7 +369,7 @@ async def run_setup(
             raise
         except ProbeError as exc:
             raise SetupError(index, step.type, f"the probe refused: {exc.reason}") from exc
-        except (ValueError, OSError) as exc:
+        except (ValueError, OSError, FilesMissing) as exc:
             raise SetupError(index, step.type, str(exc)) from exc
         results.append(StepResult(index, step.type, detail))
     return results

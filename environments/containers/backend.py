@@ -14,7 +14,8 @@ Lifecycle of one desktop (the paper's Table 11: deploy / interact / clean):
 * **clean** — ``release`` recycles the container (removed, a replacement
   boots) or, below the episode limit, returns it to the pool.
 
-The agent protocol (system prompt, action parsing, judging) is local-desktop's.
+The agent protocol (system prompt, action parsing, judging) is local-desktop's. ``download_mirror`` is a
+directory on this host (:mod:`environments.mirror`): setup reads mirrored files here and uploads them.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from core.errors import EnvironmentFailure, ScaleCUAError
+from core.errors import EnvironmentFailure, FilesMissing, ScaleCUAError
 from core.interfaces import Environment, EnvironmentBackend
 from core.types import Action, Observation, Screenshot, Task
 from environments.client import EnvironmentClient, ProbeConnectionError, ProbeError
@@ -49,6 +50,7 @@ from environments.containers.engine import (
 )
 from environments.containers.pool import Slot, WarmPool
 from environments.desktop_protocol import DesktopProtocol
+from environments.mirror import LAYOUT, check_mirror
 from environments.setup import SetupContext, SetupError, run_setup
 
 log = structlog.get_logger(__name__)
@@ -104,6 +106,11 @@ class ContainerPoolOptions(BaseModel):
     scienceboard_actions: bool = Field(False, description="offer ScienceBoard's answer and write_file actions")
     system_prompt: str | None = Field(None, min_length=1, description="the agent's system prompt, replacing the "
                                       "default (the full action space); it should still say how to write actions")
+    download_mirror: str | None = Field(
+        None, description="a directory on this host (not in the containers) serving the http(s) files tasks fetch "
+        f"(download steps, cloud_file gold files) instead of the network, laid out as {LAYOUT}; setup uploads "
+        "them into the desktop. A file it lacks fails the reset with FilesMissing (null: the network)"
+    )
 
     @field_validator("hosts", mode="before")
     @classmethod
@@ -151,7 +158,7 @@ class ContainerEnvironment(Environment):
                 raise EnvironmentFailure(f"{self.env_id}: reset for task {task.id} exceeded "
                                          f"{self.backend.options.reset_timeout_s:g} s") from None
             except SetupError as exc:
-                if attempt + 1 == attempts:
+                if attempt + 1 == attempts or FilesMissing.within(exc):  # a fresh container lacks them too
                     raise SetupError(exc.index, exc.step_type, f"task {task.id}: {exc.reason}") from exc
                 log.warning("setup failed; retrying on a fresh container", env_id=self.env_id, task_id=task.id,
                             error=str(exc))
@@ -211,7 +218,8 @@ class ContainerEnvironment(Environment):
         o = self.backend.options
         return SetupContext(screen_size=self.screen_size, task_dir=Path(task_dir) if task_dir else None,
                             allowed_apps=o.allowed_apps, client_password=o.client_password,
-                            home=self.backend.desktop_home, command_failures=o.setup_failures)
+                            home=self.backend.desktop_home, command_failures=o.setup_failures,
+                            download_mirror=Path(o.download_mirror) if o.download_mirror else None)
 
     async def step(self, action: Action) -> Observation:
         self.slot.dirty = True
@@ -247,6 +255,9 @@ class ContainerBackend(DesktopProtocol, EnvironmentBackend):
     port: ClassVar[int] = 5000
 
     def __init__(self, options: ContainerPoolOptions):
+        if options.download_mirror:  # absolute: read on this host whatever the working directory
+            mirror = check_mirror(options.download_mirror, self.kind)
+            options = options.model_copy(update={"download_mirror": str(mirror)})
         self.options = options
         self.engines = [Engine(host, timeout_s=max(120.0, options.request_timeout_s)) for host in
                         resolve_hosts(options.hosts)]

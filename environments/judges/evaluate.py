@@ -17,6 +17,9 @@ wrong becomes a :class:`~core.types.Judgement` with a non-ok status and score 0;
 this function never raises for a judge failure. An environment failure under the
 judge (the probe unreachable or timing out: :class:`~core.errors.EnvironmentFailure`)
 is raised, so the episode is retried on a fresh desktop instead of being scored.
+Files the environment's download mirror lacks (:class:`~core.errors.FilesMissing`, from
+postconfig or a getter) fail the judgement like any error, and ``details["files_missing"]``
+lists their URLs (``details["mirror"]``: where they were looked for).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 import structlog
 
-from core.errors import EnvironmentFailure
+from core.errors import EnvironmentFailure, FilesMissing
 from core.task_check import generated_functions as defined_functions  # one definition, shared
 from core.interfaces import Environment, JudgeExecutor, JudgeServices
 from core.types import Action, ActionType, Judgement, JudgementStatus, SetupStep, Task
@@ -204,16 +207,23 @@ async def evaluate(
         status, error = JudgementStatus.OK, None
     except JudgeFailure as exc:
         score, status, error = 0.0, exc.status, str(exc)
+        _note_missing(exc, details)
     except EnvironmentFailure:
         raise  # the desktop died or hung under the judge: the episode is retried, never scored
     except asyncio.TimeoutError:
         score, status, error = 0.0, JudgementStatus.TIMEOUT, f"evaluation took longer than {timeout_s:g} s"
     except Exception as exc:  # a judge must never take the run down with it
         score, status, error = 0.0, JudgementStatus.CRASHED, f"{type(exc).__name__}: {exc}"
+        _note_missing(exc, details)
     details["duration_s"] = round(time.monotonic() - started, 3)
     if status != JudgementStatus.OK:
         log.warning("judge failed", task_id=task.id, status=status.value, error=error)
     return Judgement(score=score, status=status, error=error, details=details)
+
+
+def _note_missing(exc: BaseException, details: dict[str, Any]) -> None:
+    if (missing := FilesMissing.within(exc)) is not None:
+        details.update(files_missing=missing.urls, mirror=str(missing.mirror))
 
 
 async def _run_postconfig(env: Environment, steps: Sequence[SetupStep], runner: PostconfigRunner | None,

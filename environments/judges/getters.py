@@ -85,17 +85,31 @@ async def get_cloud_file(env: Any, config: Mapping[str, Any]) -> Any:
     OSWorld downloads gold files from the cloud; bundled tasks ship theirs
     beside the task file (``assets/gold.xlsx``: a relative path resolves
     against the task file's directory, as setup steps do), so nothing here
-    needs the network.
+    needs the network. An environment with a download mirror
+    (``env.setup_context().download_mirror``, :mod:`environments.mirror`) serves
+    http(s) files from it instead; one it lacks raises
+    :class:`core.errors.FilesMissing` (the judgement then records the URLs).
     """
     paths, dests, gives, multi = _paths_and_dests(config)
     task = getattr(env, "task", None)
     base = getattr(task, "source_dir", None) or (task.metadata.get("task_dir") if task is not None else None)
     local: list[Path] = []
-    for url, dest in zip(paths, dests):
+    for url, dest, mirrored in zip(paths, dests, _mirrored(env, paths)):
         target = _cache_path(env, dest)
-        target.write_bytes(await _fetch(url, Path(base) if base else None))
+        if mirrored is not None:
+            target.write_bytes(await asyncio.to_thread(mirrored.read_bytes))
+        else:
+            target.write_bytes(await _fetch(url, Path(base) if base else None))
         local.append(target)
     return _given(local, gives, multi)
+
+
+def _mirrored(env: Any, urls: list[str]) -> list[Path | None]:
+    """Each URL's file in the environment's download mirror (None: fetch it), through its setup context's
+    ``mirrored`` (environments without a setup context have no mirror)."""
+    make = getattr(env, "setup_context", None)
+    mirrored = getattr(make(), "mirrored", None) if callable(make) else None
+    return mirrored(urls) if callable(mirrored) else [None] * len(urls)
 
 
 async def _fetch(url: str, base: Path | None = None) -> bytes:

@@ -13,6 +13,9 @@ default, or a container backend) and adds what ScienceBoard defines on top:
 * ``evaluate``: the converted evaluator, with the episode's last action
   available to ``stop`` items. As upstream, a trajectory that ends with FAIL is
   judged by the items, not zeroed.
+
+``download_mirror`` passes through to the desktop backend (whose setup
+contexts, used by ``initialize`` too, carry it: :mod:`environments.mirror`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any, Literal, Mapping, Sequence
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from core.errors import ActionParseError, EnvironmentFailure, ScaleCUAError
+from core.errors import ActionParseError, EnvironmentFailure, FilesMissing, ScaleCUAError
 from core.interfaces import Environment, EnvironmentBackend, JudgeServices
 from core.types import Action, ActionType, Judgement, Observation, Task
 from environments import actions
@@ -98,6 +101,8 @@ class ScienceBoardOptions(BaseModel):
     init_retries: int = Field(1, ge=0, description="extra attempts when a task's initialize list fails")
     reset_timeout_s: float = Field(300.0, gt=0, description="limit for one reset, initialize included")
     settle_s: float = Field(0.5, ge=0, description="pause after initialize before the first screenshot")
+    download_mirror: str | None = Field(None, description="sets the desktop backend's download_mirror: a directory "
+                                        "serving the http(s) files tasks fetch instead of the network")
 
 
 class ScienceBoardEnvironment(Environment):
@@ -123,7 +128,7 @@ class ScienceBoardEnvironment(Environment):
 
     def setup_context(self, task: Task | None = None) -> SetupContext:
         make = getattr(self.inner, "setup_context", None)
-        if callable(make):
+        if callable(make):  # the desktop's context: its download_mirror included
             return make(task)
         task_dir = task.source_dir if task is not None else None
         home = self.home_dir
@@ -143,7 +148,7 @@ class ScienceBoardEnvironment(Environment):
                 raise EnvironmentFailure(f"desktop {self.env_id}: reset for task {task.id} exceeded "
                                          f"{self.options.reset_timeout_s:g} s") from None
             except SetupError as exc:
-                if attempt + 1 == attempts:
+                if attempt + 1 == attempts or FilesMissing.within(exc):  # the mirror lacks them on a retry too
                     raise SetupError(exc.index, exc.step_type, f"task {task.id}: {exc.reason}") from exc
                 log.warning("initialize failed; retrying", env_id=self.env_id, task_id=task.id, error=str(exc))
         raise AssertionError("unreachable")
@@ -280,6 +285,8 @@ def create_backend(options: ScienceBoardOptions, run_dir: Path | None = None, **
     desktop_options = dict(options.desktop.options)
     if options.max_environments is not None:
         desktop_options["max_environments"] = options.max_environments
+    if options.download_mirror is not None:  # the desktop backend checks the directory
+        desktop_options["download_mirror"] = options.download_mirror
     if "probe_routes" in registry.get(options.desktop.name).options_model.model_fields:
         # the desktops' probes serve ScienceBoard's /tex/check and /lean/check (the probe never imports them)
         routes = list(desktop_options.get("probe_routes") or [])

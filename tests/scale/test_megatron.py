@@ -5,7 +5,9 @@ not install here (it pins CUDA packages and transformers), so model building,
 training steps and export run in ``bench/gpu_check.sh``. Checked here: the
 registration and the missing-dependency error, vocabulary-parallel logprobs
 (1 and 2 tensor-parallel gloo ranks) against :mod:`trainers.policy`, gradients
-included, and the export renaming against the real transformers model.
+included, and the export renaming of Megatron-Bridge's own export names (its
+mapping tables, read from its source: tests/scale/bridge_source.py) against the
+real transformers model.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch
 from core.config import AlgorithmSection
 from core.errors import ScaleCUAError
 from tests.scale import batch
+from tests.scale.bridge_source import BridgeSource, export_names, shape_for
 from tests.scale.vocab_parallel_worker import PADDED, SUPPRESSED, VOCAB, inputs
 from trainers.megatron.logprobs import suppression_slice, vocab_parallel_logprobs
 from trainers.megatron.names import expected_parameters, language_model_weights, to_transformers_name
@@ -90,24 +93,22 @@ def test_two_tensor_parallel_ranks_equal_the_full_vocabulary(tmp_path) -> None:
     assert torch.all(expected_grad[:, VOCAB:] == 0) and torch.all(expected_grad[:, SUPPRESSED] == 0)
 
 
+@pytest.mark.slow  # reads Megatron-Bridge's mapping tables: the first run downloads its wheel (~2 MB, cached)
 def test_bridge_names_map_onto_the_transformers_model() -> None:
     model = batch.policy_model()
     expected = expected_parameters(model)
-    hf = model.load()
-    params = dict(hf.named_parameters())
-
-    def legacy(name: str) -> str:  # Megatron-Bridge's Qwen-VL checkpoint names
-        return name.replace("model.language_model.", "model.").replace("model.visual.", "visual.")
-
-    stream = [(legacy(n), p.detach()) for n, p in params.items()] + [("lm_head.weight", hf.lm_head.weight)]
-    got = dict(language_model_weights(stream, expected, model.vision_parameter_prefixes()))
-    language = {n for n in params if not n.startswith("model.visual.")}
+    vision = model.vision_parameter_prefixes()
+    # the names Megatron-Bridge's own Qwen3-VL table gives the export (test_bridge_mappings.py: Qwen2.5-VL too)
+    exported, _ = export_names(BridgeSource.locate(), "qwen3_vl", model.hf_config(), expected)
+    stream = [(n, torch.empty(shape_for(n, expected, vision), device="meta")) for n in exported]
+    got = dict(language_model_weights(stream, expected, vision))
+    language = {n for n in expected if not n.startswith(vision)}
     assert set(got) == language  # vision dropped, tied lm_head dropped, every LM weight present
     assert to_transformers_name("model.layers.0.mlp.up_proj.weight") == "model.language_model.layers.0.mlp.up_proj.weight"
     with pytest.raises(KeyError, match="not a parameter"):
         list(language_model_weights([("model.layers.9.mlp.up_proj.weight", torch.zeros(1))], expected, ()))
-    name = next(iter(language))
+    name = next(n for n in exported if to_transformers_name(n) in language)
     with pytest.raises(ValueError, match="shape"):
-        list(language_model_weights([(legacy(name), torch.zeros(3, 3, 3))], expected, ()))
+        list(language_model_weights([(name, torch.zeros(3, 3, 3))], expected, ()))
     with pytest.raises(KeyError, match="lacks"):
-        list(language_model_weights(stream[:3], expected, model.vision_parameter_prefixes()))
+        list(language_model_weights(stream[:3], expected, vision))

@@ -1,4 +1,4 @@
-"""``python -m environments.containers.build [--variant full|minimal] [--json]``: build the container-desktop image.
+"""``python -m environments.containers.build [--variant NAME] [--json]``: build the container-desktop image.
 
 Two cached stages, each tagged by a hash of what went into it, so an
 unchanged stage is never rebuilt:
@@ -16,8 +16,13 @@ unchanged stage is never rebuilt:
    clean home template.
 
 Variants: ``full`` (the user-facing default: openbox and every bundled task's
-applications: xterm, mousepad, LibreOffice Calc/Writer, Chromium, AT-SPI) and
-``minimal`` (for CI: matchbox and the terminal/editor/file tasks' apps only).
+applications: xterm, mousepad, LibreOffice Calc/Writer, Chromium, AT-SPI),
+``minimal`` (for CI: matchbox and the terminal/editor/file tasks' apps only),
+``osworld`` (OSWorld's suite on its VM's conventions: LibreOffice, GIMP, VLC,
+Thunderbird, Chromium as ``google-chrome``, user ``user`` with sudo, ``python``
+with pyautogui) and ``scienceboard``. A variant's packages, window manager,
+extra Python distributions and VM conventions (:class:`Variant`) reach the
+Containerfile as build arguments.
 """
 
 from __future__ import annotations
@@ -63,6 +68,16 @@ ULIMITS = ("nofile=1024:1024", "nproc=1024:1024")  # within this machine's hard 
 
 COMMON_PACKAGES = ("python3", "xvfb", "xdotool", "x11-utils", "dbus", "procps", "passwd", "fonts-dejavu-core")
 
+#: the applications of OSWorld's suite that Debian packages (nautilus: multi_apps tasks open folders in it)
+OSWORLD_APPS = ("openbox", "xterm", "libreoffice-calc", "libreoffice-writer", "libreoffice-impress", "gimp", "vlc",
+                "thunderbird", "chromium", "nautilus", "at-spi2-core", "python3-pyatspi", "xdg-utils", "imagemagick")
+#: what the suite's setup and postconfig commands call on its VM (sudo, python, socat, curl, pip, unzip, gsettings,
+#: gio, xsel, wmctrl, update-desktop-database, ...) and the fonts its documents are drawn in
+OSWORLD_VM = ("sudo", "python-is-python3", "python3-tk", "python3-pip", "socat", "curl", "wget", "ca-certificates",
+              "unzip", "zip", "xsel", "wmctrl", "libglib2.0-bin", "gsettings-desktop-schemas",
+              "dconf-gsettings-backend", "desktop-file-utils", "fonts-liberation2", "fonts-crosextra-carlito",
+              "fonts-crosextra-caladea")
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -73,6 +88,22 @@ class Variant:
     description: str = ""
     #: project modules the image carries besides the probe's (e.g. probe endpoint extensions, see --routes)
     modules: tuple[str, ...] = ()
+    #: Python distributions the image carries besides the probe's (copied with their dependencies into site/,
+    #: on every python3's path), e.g. pyautogui for OSWorld's setup commands
+    distributions: tuple[str, ...] = ()
+    #: the desktop user's password; when set, ``sudo`` (the package must be in ``packages``) grants the user root
+    #: with it, as OSWorld's VM does, and the probe leaves the real sudo in place of its unprivileged shim
+    user_password: str | None = None
+    #: ``google-chrome`` is Chromium (``image/google-chrome``: Chrome's profile directory, the DevTools port asked for)
+    google_chrome: bool = False
+    #: ``pip install`` may write the system's Python, as on OSWorld's Ubuntu 22.04 (Debian's PEP 668 marker removed)
+    system_pip: bool = False
+
+    def build_args(self) -> dict[str, str]:
+        """The Containerfile's build arguments for this variant (besides BASE)."""
+        return {"WINDOW_MANAGER": self.window_manager, "USER_PASSWORD": self.user_password or "",
+                "SYSTEM_SUDO": "1" if self.user_password else "0", "GOOGLE_CHROME": "1" if self.google_chrome else "0",
+                "SYSTEM_PIP": "1" if self.system_pip else "0"}
 
 
 VARIANTS = {
@@ -93,6 +124,14 @@ VARIANTS = {
                            "texlive-latex-base", "grass-gui"),
         "openbox", base="apt", description="KAlgebra, TeXstudio (+ pdflatex, bibtex), GRASS GIS; AT-SPI on",
         modules=("environments.scienceboard.checkers",),  # /tex/check, /lean/check (probe_routes)
+    ),
+    # OSWorld's suite on the conventions of its Ubuntu VM (README.md, "The osworld image"): user `user` with
+    # password `password` and sudo, `python` with pyautogui, google-chrome (Chromium) with a reachable DevTools
+    # port (socat forwards 9222 to it as the tasks ask). VS Code is not in Debian: its tasks stay out.
+    "osworld": Variant(
+        COMMON_PACKAGES + OSWORLD_APPS + OSWORLD_VM,
+        "openbox", base="apt", description="OSWorld's apps Debian packages, its VM's user, sudo, python, google-chrome",
+        distributions=("pyautogui",), user_password="password", google_chrome=True, system_pip=True,
     ),
 }
 
@@ -168,7 +207,7 @@ def build_base(name: str, variant: Variant, *, engine_cli: str, suite: str, mirr
         raise ScaleCUAError("mmdebstrap is not installed: `apt-get install mmdebstrap` (it builds the Debian base "
                             "filesystem from Debian packages; no registry is needed)")
     env = dict(os.environ)
-    scratch = _scratch_dir(need_gb=4 if name == "full" else 1.5)
+    scratch = _scratch_dir(need_gb={"minimal": 1.5, "osworld": 6}.get(name, 4))
     if scratch:
         env["TMPDIR"] = scratch
     log.info("building the base filesystem", variant=name, packages=len(variant.packages), tmpdir=scratch or "default")
@@ -264,15 +303,19 @@ def copy_distributions(dists: Sequence[metadata.Distribution], site: Path, suite
 
 def prepare_context(context: Path, *, containerfile: Path, suite: str,
                     distributions: Iterable[str] = PROBE_DISTRIBUTIONS, modules: Sequence[str] = ()) -> str:
-    """Fill ``context`` (Containerfile, app/, site/); returns a hash of everything in it."""
-    shutil.copy2(containerfile, context / "Containerfile")
+    """Fill ``context`` (Containerfile and the files beside it, app/, site/); returns a hash of everything in it."""
+    items = []
+    for source in sorted(containerfile.parent.iterdir()):  # the Containerfile and what it COPYs (google-chrome)
+        if source.is_file():
+            target = context / ("Containerfile" if source == containerfile else source.name)
+            shutil.copy2(source, target)
+            items += [target.name.encode(), source.read_bytes()]
     for relative in project_files((*PROBE_MODULES, *modules)):
         target = context / "app" / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO_ROOT / relative, target)
     dists = distribution_closure(distributions)
     copy_distributions(dists, context / "site", suite)
-    items = [containerfile.read_bytes()]
     for path in sorted((context / "app").rglob("*.py")):
         items += [str(path.relative_to(context)).encode(), path.read_bytes()]
     items += [f"{d.metadata['Name']}=={d.version}".encode() for d in dists]
@@ -296,15 +339,16 @@ def build_image(variant_name: str = "full", *, engine_cli: str = "podman", suite
         context = Path(scratch)
         t0 = time.monotonic()
         digest = prepare_context(context, containerfile=IMAGE_DIR / "Containerfile", suite=suite,
-                                 modules=variant.modules)
-        digest = _digest([digest.encode(), base.encode(), variant.window_manager.encode()])
+                                 distributions=(*PROBE_DISTRIBUTIONS, *variant.distributions), modules=variant.modules)
+        build_args = variant.build_args()
+        digest = _digest([digest.encode(), base.encode(), json.dumps(build_args, sort_keys=True).encode()])
         tag = f"{IMAGE_REPOSITORY}:{variant_name}-{digest[:12]}"
         timings["context_s"] = round(time.monotonic() - t0, 2)
         cached = not force and image_exists(engine_cli, tag)
         if not cached:
             t1 = time.monotonic()
             build_from_context(context, tag, engine_cli=engine_cli, runtime=runtime,
-                               build_args={"BASE": base, "WINDOW_MANAGER": variant.window_manager},
+                               build_args={"BASE": base, **build_args},
                                labels={"org.scalecua.variant": variant_name, "org.scalecua.hash": digest})
             timings["image_s"] = round(time.monotonic() - t1, 2)
     _run([engine_cli, "tag", tag, f"{IMAGE_REPOSITORY}:{variant_name}"])

@@ -138,9 +138,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.chmod(shims, 0o755)
     python = child_python(args.python, user)
     env = {k: v for k, v in os.environ.items() if k != "SCALECUA_PROBE_TOKEN"}
-    env.update({"DISPLAY": args.display, "HOME": home, **install_shims(shims, python)})
+    # an image whose user has a real sudo says so (SCALECUA_SYSTEM_SUDO=1, the osworld variant); a probe that
+    # confines a host's user (--user: local-desktop) never hands its children the host's sudo
+    system_sudo = os.environ.get("SCALECUA_SYSTEM_SUDO") == "1" and user is None
+    fallback = python != args.python  # the system's python3: pyautogui is copied beside it, reached through the shim
+    env.update({"DISPLAY": args.display, "HOME": home,
+                **install_shims(shims, python, system_sudo=system_sudo, with_pyautogui=fallback)})
     state = ProbeState(desktop=Desktop(args.display), home=home, env=user.child_env(env, home) if user else env,
-                       python=python, routes=routes, max_served_bytes=args.max_served_bytes, user=user)
+                       python=os.path.join(shims, "python") if fallback else python, routes=routes,
+                       max_served_bytes=args.max_served_bytes, user=user)
     try:
         server = ProbeHTTPServer((args.host, args.port), routes, state, token)
     except OSError as exc:

@@ -4,10 +4,15 @@ OSWorld's setups run ``python -c "import pyautogui; ..."`` (52 commands in the p
 ``echo {CLIENT_PASSWORD} | sudo -S ...`` (7). The probe puts a directory first on its children's
 ``PATH`` (setup commands, launched apps, the agent's terminal) with
 
-* ``python``: the probe's own interpreter (``--python``; it carries pyautogui where the ``osworld`` or
-  ``dev`` extra is installed), as OSWorld's VM has one ``python`` with pyautogui;
-* ``sudo``: runs the command as the desktop's own user, never with more privilege; ``-S`` consumes
-  the password line as sudo would; asking for another user (``-u``) fails with the reason;
+* ``python`` and ``python3``: the probe's own interpreter (``--python``; it carries pyautogui where the ``osworld``
+  or ``dev`` extra is installed), as OSWorld's VM has one ``python`` with pyautogui. Where the desktop's user cannot
+  run that interpreter (a virtual environment under root's 0700 home), the system's ``python3`` with a copy of
+  pyautogui's pure-Python files from the probe's environment on its path (:func:`copy_pyautogui`);
+* ``sudo``: runs the command as the desktop's own user, never with more privilege: on a local desktop sudo would
+  be root on the shared host. ``-S`` consumes the password line as sudo would; asking for another user (``-u``)
+  fails with the reason, and a command that fails says that it ran without root and where tasks that need root run
+  (container-desktop's ``osworld`` image, whose user has a real sudo: there the probe leaves it in place,
+  ``system_sudo``);
 * ``google-chrome`` (where only Chromium is installed): Chromium with Chrome's profile directory and a free
   DevTools port (:data:`GOOGLE_CHROME`);
 
@@ -50,8 +55,20 @@ while [ $# -gt 0 ]; do
 done
 if [ "$password" = 1 ]; then IFS= read -r _ || true; fi
 [ $# -eq 0 ] && exit 0
-exec "$@"
+"$@"
+status=$?
+if [ "$status" -ne 0 ]; then
+  echo "sudo: no root on this desktop: ScaleCUA's sudo ran $1 as $(id -un), without privileges, and it failed (exit \
+$status). A local desktop shares its host, where sudo would be root on the host; tasks that need root run on \
+container-desktop with the osworld image (a real sudo, password 'password')." >&2
+fi
+exit "$status"
 """
+
+#: the pyautogui OSWorld's setups import (``python -c "import pyautogui; ..."``)
+PYAUTOGUI = "pyautogui"
+#: its dependencies not copied beside a system interpreter (see :func:`copy_pyautogui`)
+LEFT_OUT = frozenset({"mouseinfo"})
 
 
 GOOGLE_CHROME = """#!/bin/sh
@@ -81,7 +98,7 @@ def child_python(python: str, user: Any | None) -> str:
                            cwd="/", **user.popen_kwargs())
             if candidate != python:
                 log.warning("the desktop user cannot run the probe's interpreter; the desktop's python is the "
-                            "system's (without pyautogui unless installed there)",
+                            "system's, with pyautogui's pure-Python files copied from the probe's environment",
                             probe_python=python, python=candidate)
             return candidate
         except (OSError, subprocess.SubprocessError):
@@ -90,13 +107,42 @@ def child_python(python: str, user: Any | None) -> str:
                         "interpreter readable by other users, or set local-desktop's desktop_user: null")
 
 
-def install_shims(directory: str | Path, python: str) -> dict[str, str]:
-    """Write the shims into ``directory``; returns the environment changes for the probe's children."""
+def copy_pyautogui(site: Path) -> bool:
+    """Copy pyautogui and its dependencies' pure-Python files from the probe's environment into ``site`` (for an
+    interpreter of the system's that lacks them). Left out: compiled ones such as Pillow (pyautogui imports without
+    them, and uses the system's where it has one) and MouseInfo (a tkinter window no setup opens, whose import
+    exits the interpreter where tkinter is missing). False when the probe's environment has no pyautogui."""
+    from environments.containers import build  # its distribution helpers; only here (the probe runs without them)
+
+    try:
+        dists = build.distribution_closure([PYAUTOGUI])
+    except ScaleCUAError:
+        log.warning("pyautogui is not installed with the probe, so the desktop's python lacks it (install the "
+                    "osworld or dev extra)")
+        return False
+    wanted = [d for d in dists if not build._is_compiled(d) and d.metadata["Name"].lower() not in LEFT_OUT]
+    build.copy_distributions(wanted, site, suite="")
+    for path in [site, *site.rglob("*")]:  # readable by the desktop's user whatever the umask
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return True
+
+
+def install_shims(directory: str | Path, python: str, *, system_sudo: bool = False,
+                  with_pyautogui: bool = False) -> dict[str, str]:
+    """Write the shims into ``directory``; returns the environment changes for the probe's children.
+    ``system_sudo``: no sudo shim (the image's user has a real sudo); ``with_pyautogui``: ``python`` is not the
+    probe's interpreter, so pyautogui is copied beside it (:func:`copy_pyautogui`)."""
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
-    (root / "python").write_text(f"#!/bin/sh\nexec {shlex.quote(python)} \"$@\"\n")
-    (root / "sudo").write_text(SUDO)
-    names = ["python", "sudo"]
+    path = ""
+    if with_pyautogui and copy_pyautogui(root / "site"):
+        path = f"export PYTHONPATH={shlex.quote(str(root / 'site'))}${{PYTHONPATH:+:$PYTHONPATH}}\n"
+    names = ["python", "python3"]
+    for name in names:
+        (root / name).write_text(f"#!/bin/sh\n{path}exec {shlex.quote(python)} \"$@\"\n")
+    if not system_sudo:
+        (root / "sudo").write_text(SUDO)
+        names.append("sudo")
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium and not shutil.which("google-chrome"):  # a real Chrome is used as it is
         (root / "google-chrome").write_text(GOOGLE_CHROME.replace("{chromium}", shlex.quote(chromium)))

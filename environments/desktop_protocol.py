@@ -13,7 +13,7 @@ from typing import Any, Sequence
 from core.interfaces import Environment, JudgeServices
 from core.types import Action, Judgement, Task
 from environments import action_formats, actions
-from environments.setup import run_setup_steps, unsupported_step_types
+from environments.setup import run_postconfig_steps, unsupported_step_types
 
 
 class DesktopProtocol:
@@ -49,4 +49,4 @@ class DesktopProtocol:
                        last_action: Action | None) -> Judgement:
         from environments.judges.evaluate import evaluate  # judges load only when something is judged
 
-        return await evaluate(task, env, judge=judge, last_action=last_action, postconfig=run_setup_steps)
+        return await evaluate(task, env, judge=judge, last_action=last_action, postconfig=run_postconfig_steps)

@@ -375,13 +375,24 @@ async def run_setup(
     return results
 
 
+async def run_postconfig_steps(env: Any, steps: Sequence[SetupStep | Mapping[str, Any]], *,
+                               cache_dir: str | Path | None = None) -> list[StepResult]:
+    """A task's ``evaluator.postconfig``: as setup, except that a command exiting non-zero is logged and judging
+    goes on, as OSWorld's harness does. Postconfig commands read the final state, and one that finds nothing (a
+    ``grep`` without a match, ``ls`` of a directory the agent never made) leaves the metric to score it 0; it is
+    not a judge crash. A step with ``check: true`` still fails."""
+    return await run_setup_steps(env, steps, cache_dir=cache_dir, command_failures="warn")
+
+
 async def run_setup_steps(env: Any, steps: Sequence[SetupStep | Mapping[str, Any]], *,
-                          cache_dir: str | Path | None = None) -> list[StepResult]:
+                          cache_dir: str | Path | None = None,
+                          command_failures: Literal["fail", "warn"] | None = None) -> list[StepResult]:
     """Run ``steps`` on an :class:`~core.interfaces.Environment` (its ``client``), e.g. a task's postconfig.
 
     The context comes from ``env.setup_context()`` when the environment offers
     one (local desktops do), else from its ``screen_size`` and ``home_dir``;
-    ``cache_dir`` is the evaluation's cache (see :attr:`SetupContext.cache_dir`).
+    ``cache_dir`` is the evaluation's cache (see :attr:`SetupContext.cache_dir`); ``command_failures``
+    overrides the context's.
     """
     make_context = getattr(env, "setup_context", None)
     if callable(make_context):
@@ -391,4 +402,6 @@ async def run_setup_steps(env: Any, steps: Sequence[SetupStep | Mapping[str, Any
         context = SetupContext(screen_size=tuple(env.screen_size), home=str(home) if home else "~")
     if cache_dir is not None:
         context = dataclasses.replace(context, cache_dir=Path(cache_dir))
+    if command_failures is not None:
+        context = dataclasses.replace(context, command_failures=command_failures)
     return await run_setup(env.client, steps, context)

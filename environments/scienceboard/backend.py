@@ -267,7 +267,7 @@ class ScienceBoardBackend(EnvironmentBackend):
     async def evaluate(self, env: Environment, task: Task, *, judge: JudgeServices,
                        last_action: Action | None) -> Judgement:
         from environments.judges.evaluate import evaluate
-        from environments.setup import run_setup_steps
+        from environments.setup import run_postconfig_steps
 
         if not isinstance(env, ScienceBoardEnvironment):
             raise ValueError(f"environment {getattr(env, 'env_id', env)!r} was not acquired from this backend")
@@ -275,7 +275,7 @@ class ScienceBoardBackend(EnvironmentBackend):
         native = bool(task.metadata.get("scienceboard"))
         # ScienceBoard judges a FAIL by the task's items (a 'stop FAIL' item); OSWorld zeroes it
         return await evaluate(task, env, judge=judge,
-                              last_action=None if native else last_action, postconfig=run_setup_steps)
+                              last_action=None if native else last_action, postconfig=run_postconfig_steps)
 
 
 def create_backend(options: ScienceBoardOptions, run_dir: Path | None = None, **context: Any) -> ScienceBoardBackend:

@@ -89,6 +89,9 @@ CHECKS = {
     "thunderbird": "thunderbird --version",
     "socat": "socat -V | grep -m1 'socat version'",
     "pip": "pip --version",
+    "jq": "echo '{\"a\": 1}' | jq -c '. + {b: 2}'",
+    "launcher": "grep -m1 '^Exec=' /usr/share/applications/google-chrome.desktop",
+    "profile": "cat ~/.config/google-chrome/Default/Preferences",
 }
 
 
@@ -130,5 +133,6 @@ def test_an_osworld_container_answers_as_osworlds_vm(plugins: Plugins, podman_se
     assert out["google-chrome"][1].splitlines()[0] == "/usr/local/bin/google-chrome"
     assert "Chromium" in out["google-chrome"][1]
     for check, expected in (("soffice", "LibreOffice"), ("gimp", "GNU Image Manipulation Program"), ("vlc", "VLC"),
-                            ("thunderbird", "Thunderbird"), ("socat", "socat version"), ("pip", "pip")):
+                            ("thunderbird", "Thunderbird"), ("socat", "socat version"), ("pip", "pip"),
+                            ("jq", '{"a":1,"b":2}'), ("launcher", "Exec=google-chrome"), ("profile", "{}")):
         assert out[check][0] == 0 and expected in out[check][1], (check, results[check])

@@ -160,6 +160,19 @@ def test_setup_failures_and_the_agent_protocol(tmp_path: Path) -> None:
                 "expected": {"type": "rule", "rules": {"expect": [r"^w\.txt$"], "unexpect": [r"^absent$"]}}}})
             judged = await pool.evaluate(env, listing, judge=JudgeServices.of(registries), last_action=None)
             assert (judged.status, judged.score) == (JudgementStatus.OK, 1.0), judged.error
+            # a postconfig command that finds nothing (the agent never made the directory) is the metric's to
+            # score, not a judge crash (OSWorld's harness logs it and judges)
+            unmade = Task.model_validate({"id": "t-unmade", "instruction": "test", "evaluator": {
+                "postconfig": [{"type": "execute", "parameters": {"command": "cd {HOME} && ls -R never-made > ls.txt",
+                                                                   "shell": True}}],
+                "func": "check_list", "result": {"type": "vm_file", "path": "{HOME}/ls.txt", "dest": "ls.txt"},
+                "expected": {"type": "rule", "rules": {"expect": ["anything"]}}}})
+            judged = await pool.evaluate(env, unmade, judge=JudgeServices.of(registries), last_action=None)
+            assert (judged.status, judged.score) == (JudgementStatus.OK, 0.0), judged.error
+            checked = unmade.model_copy(deep=True)
+            checked.evaluator.postconfig[0].parameters["check"] = True
+            judged = await pool.evaluate(env, checked, judge=JudgeServices.of(registries), last_action=None)
+            assert judged.status == JudgementStatus.CRASHED and "postconfig failed" in judged.error
             escaping = listing.model_copy(deep=True)
             escaping.evaluator.postconfig[0].parameters["stdout"] = "../outside.out"
             judged = await pool.evaluate(env, escaping, judge=JudgeServices.of(registries), last_action=None)

@@ -70,7 +70,7 @@ COMMON_PACKAGES = ("python3", "xvfb", "xdotool", "x11-utils", "dbus", "procps", 
 
 #: the applications of OSWorld's suite that Debian packages (nautilus: multi_apps tasks open folders in it)
 OSWORLD_APPS = ("openbox", "xterm", "libreoffice-calc", "libreoffice-writer", "libreoffice-impress", "gimp", "vlc",
-                "thunderbird", "chromium", "nautilus", "at-spi2-core", "python3-pyatspi", "xdg-utils", "imagemagick")
+                "totem", "thunderbird", "chromium", "nautilus", "at-spi2-core", "python3-pyatspi", "xdg-utils", "imagemagick")
 #: what the suite's setup and postconfig commands call on its VM (sudo, python, socat, curl, pip, unzip, gsettings,
 #: gio, xsel, wmctrl, update-desktop-database, jq, ...) and the fonts its documents are drawn in
 OSWORLD_VM = ("sudo", "python-is-python3", "python3-tk", "python3-pip", "socat", "curl", "wget", "ca-certificates",

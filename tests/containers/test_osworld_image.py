@@ -92,6 +92,7 @@ CHECKS = {
     "jq": "echo '{\"a\": 1}' | jq -c '. + {b: 2}'",
     "launcher": "grep -m1 '^Exec=' /usr/share/applications/google-chrome.desktop",
     "profile": "cat ~/.config/google-chrome/Default/Preferences",
+    "video_player": "xdg-mime query default video/mp4",
 }
 
 
@@ -134,5 +135,6 @@ def test_an_osworld_container_answers_as_osworlds_vm(plugins: Plugins, podman_se
     assert "Chromium" in out["google-chrome"][1]
     for check, expected in (("soffice", "LibreOffice"), ("gimp", "GNU Image Manipulation Program"), ("vlc", "VLC"),
                             ("thunderbird", "Thunderbird"), ("socat", "socat version"), ("pip", "pip"),
-                            ("jq", '{"a":1,"b":2}'), ("launcher", "Exec=google-chrome"), ("profile", "{}")):
+                            ("jq", '{"a":1,"b":2}'), ("launcher", "Exec=google-chrome"), ("profile", "{}"),
+                            ("video_player", "org.gnome.Totem.desktop")):
         assert out[check][0] == 0 and expected in out[check][1], (check, results[check])

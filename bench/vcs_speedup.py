@@ -47,13 +47,13 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
 
 from bench import flops  # noqa: E402
-from bench.vcs_sweep import PAPER, k_sweep, plot_sweep  # noqa: E402
+from bench.vcs_sweep import PAPER, SWEEP, k_sweep, plot_sweep  # noqa: E402
 from core import logs  # noqa: E402
 from core.config import AlgorithmSection  # noqa: E402
 from core.pluginmanager import load_plugins  # noqa: E402
 from core.types import EpisodeStatus, Judgement, Observation, RolloutGroup, Screenshot, Trajectory  # noqa: E402
 
-K_SWEEP = (1, 3, 5, 8, 10, 15)
+K_SWEEP = SWEEP
 WORDS = ("the", "cell", "click", "menu", "file", "save", "column", "row", "value", "open", "dialog", "button",
          "I", "will", "now", "type", "into", "sheet", "then", "press", "enter", "check", "result", "formula",
          "left_click(x=412, y=233)", "type(text='=SUM(B2:B11)')", "key(keys=['ctrl', 's'])", "scroll", "toolbar")

@@ -1,12 +1,25 @@
 """The K sweep of ``bench/vcs_speedup.py`` (the paper's Figure 5): per K = Delta, the measured training-step
-speedup and the compute model's, both relative to step-wise, and their plot."""
+speedup and the compute model's, both relative to step-wise, and their plot.
+
+``python bench/vcs_sweep.py [--quick] [vcs_speedup options]`` runs ``vcs_speedup`` (whose step-wise and K = 5
+variants every ratio needs) with the sweep of :data:`SWEEP` and prints its one JSON object; ``--quick`` finishes
+in about a minute."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
-from bench import flops
+if __package__ in (None, ""):  # run as a script: the repository root on the path, not bench/
+    _HERE = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+    sys.path.insert(0, str(_HERE.parent))
+
+from bench import flops  # noqa: E402
+
+#: the paper's Figure 5 window sizes K = Delta
+SWEEP = (1, 3, 5, 8, 10, 15)
 
 #: the paper's Table (Visual Context Segmentation): per-step time step-wise vs sliding-window K = Delta = 5
 PAPER = {"step_wise_s": 750.0, "sliding_window_s": 265.0, "ratio": 2.83, "model": "Qwen3.5-9B", "hardware": "GPUs"}
@@ -48,3 +61,14 @@ def plot_sweep(sweep: list[dict[str, Any]], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench import vcs_speedup
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    return vcs_speedup.main(args if "--k-sweep" in args else [*args, "--k-sweep", *map(str, SWEEP)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

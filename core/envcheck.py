@@ -99,31 +99,48 @@ def _missing_files(result: TaskCheck, *judgements: Judgement) -> bool:
     return bool(urls)
 
 
-async def _judge_once(backend: EnvironmentBackend, judge: JudgeServices, task: Task, result: TaskCheck) -> None:
-    """``--judge-only``: reset, then judge the untouched state; raises like :func:`_check_once`."""
+async def _run_once(backend: EnvironmentBackend, judge: JudgeServices, task: Task, result: TaskCheck,
+                    oracle: Sequence[Action] | None) -> tuple[Judgement, Judgement | None]:
+    """Acquire, reset, judge the untouched state and, with an ``oracle``, replay it and judge again; timings into
+    ``result``. Raises what the reset or the desktop raises. Without an oracle (``--judge-only``) a desktop whose
+    task setup failed is kept for the next task (only an environment failure discards it)."""
     started = time.monotonic()
     env = await backend.acquire()
     result.env_id = env.env_id
     result.timings["acquire_s"] = round(time.monotonic() - started, 2)
     discard = True
+    after = None
     try:
         t0 = time.monotonic()
         result.reset_ok = False
         try:
             await env.reset(task)
         except ScaleCUAError as exc:
-            # the task's setup failed (or its files are missing) on a working desktop: keep it for the next task
-            discard = isinstance(exc, EnvironmentFailure)
+            discard = oracle is not None or isinstance(exc, EnvironmentFailure)
             raise
         result.reset_ok = True
         t1 = time.monotonic()
         before = await backend.evaluate(env, task, judge=judge, last_action=None)
         t2 = time.monotonic()
+        result.timings.update(reset_s=round(t1 - t0, 2), judge_before_s=round(t2 - t1, 2))
+        if oracle is not None:
+            for action in oracle:
+                await env.step(action)
+            t3 = time.monotonic()
+            after = await backend.evaluate(env, task, judge=judge, last_action=oracle[-1])
+            result.timings.update(oracle_s=round(t3 - t2, 2), judge_after_s=round(time.monotonic() - t3, 2))
         discard = False
     finally:
         await backend.release(env, discard=discard)
-    result.timings.update(reset_s=round(t1 - t0, 2), judge_before_s=round(t2 - t1, 2))
     result.score_before, result.status_before = before.score, before.status.value
+    if after is not None:
+        result.score_after, result.status_after = after.score, after.status.value
+    return before, after
+
+
+async def _judge_once(backend: EnvironmentBackend, judge: JudgeServices, task: Task, result: TaskCheck) -> None:
+    """``--judge-only``: reset, then judge the untouched state; raises like :func:`_check_once`."""
+    before, _ = await _run_once(backend, judge, task, result, None)
     result.error = None  # an earlier attempt's environment failure is behind us
     if _missing_files(result, before):
         pass  # reported as files missing, not as a failure
@@ -137,32 +154,8 @@ async def _judge_once(backend: EnvironmentBackend, judge: JudgeServices, task: T
 
 async def _check_once(backend: EnvironmentBackend, judge: JudgeServices, task: Task, result: TaskCheck) -> None:
     """One attempt; raises only for environment failures (the caller retries those on a fresh desktop)."""
-    actions = oracle_of(task)
-    started = time.monotonic()
-    env = await backend.acquire()
-    result.env_id = env.env_id
-    result.timings["acquire_s"] = round(time.monotonic() - started, 2)
-    discard = True
-    try:
-        t0 = time.monotonic()
-        result.reset_ok = False
-        await env.reset(task)
-        result.reset_ok = True
-        t1 = time.monotonic()
-        before = await backend.evaluate(env, task, judge=judge, last_action=None)
-        t2 = time.monotonic()
-        for action in actions:
-            await env.step(action)
-        t3 = time.monotonic()
-        after = await backend.evaluate(env, task, judge=judge, last_action=actions[-1])
-        t4 = time.monotonic()
-        discard = False
-    finally:
-        await backend.release(env, discard=discard)
-    result.timings.update(reset_s=round(t1 - t0, 2), judge_before_s=round(t2 - t1, 2),
-                          oracle_s=round(t3 - t2, 2), judge_after_s=round(t4 - t3, 2))
-    result.score_before, result.status_before = before.score, before.status.value
-    result.score_after, result.status_after = after.score, after.status.value
+    before, after = await _run_once(backend, judge, task, result, oracle_of(task))
+    assert after is not None
     if _missing_files(result, before, after):
         return
     problems = []

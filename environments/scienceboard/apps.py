@@ -20,7 +20,7 @@ import json
 from typing import Any, Mapping
 from urllib.parse import quote
 
-from environments.scienceboard.initialize import desktop_http
+from environments.scienceboard.initialize import desktop_http, desktop_script
 
 CHIMERAX_STATES_HINT = ("install ScienceBoard's SessionStates bundle into ChimeraX (github.com/ShiinaHiiragi/"
                         "chimerax-states: download a release, then in ChimeraX 'devel install <unpacked dir>')")
@@ -77,13 +77,8 @@ async def get_chimerax_info(env: Any, config: Mapping[str, Any]) -> list[str] | 
 async def get_chimerax_states(env: Any, config: Mapping[str, Any]) -> dict[str, Any]:
     """The session's flat state map, dumped by the SessionStates bundle's ``states`` command."""
     port = int(config.get("port", 8000))
-    result = await env.client.execute(["python3", "-c", _STATES, str(port)], timeout=90)
-    try:
-        answer = json.loads(result.get("output") or "")
-    except ValueError:
-        raise RuntimeError(f"the ChimeraX state dump failed in the desktop: {result.get('error')!s:.300}") from None
-    if "error" in answer:
-        raise RuntimeError(f"{answer['error']}; 'states' items need {CHIMERAX_STATES_HINT}")
+    answer = await desktop_script(env.client, _STATES, str(port), timeout=90,
+                                  what=f"the ChimeraX state dump ('states' items need {CHIMERAX_STATES_HINT})")
     return answer["states"]
 
 

@@ -14,6 +14,7 @@ import structlog
 
 from core.types import Action
 from environments.scienceboard import kalgebra
+from environments.scienceboard.initialize import desktop_script
 
 log = structlog.get_logger(__name__)
 
@@ -173,13 +174,8 @@ async def get_grass_command(env: Any, config: Mapping[str, Any]) -> dict[str, An
     """``db``: run GRASS module ``cmd`` with ``kwargs`` in the desktop's GRASS session; ``{stdout, stderr,
     returncode}``."""
     spec = {"argv": grass_argv(str(config["cmd"]), config.get("kwargs") or {}), "timeout": GRASS_TIMEOUT_S}
-    result = await env.client.execute(["python3", "-c", _GRASS_RUNNER, json.dumps(spec)], timeout=GRASS_TIMEOUT_S + 10)
-    try:
-        outcome = json.loads(result.get("output") or "")
-    except ValueError:
-        raise RuntimeError(f"grass_command: the desktop answered {result!r:.400}") from None
-    if "error" in outcome:
-        raise RuntimeError(f"grass_command {spec['argv']}: {outcome['error']}")
+    outcome = await desktop_script(env.client, _GRASS_RUNNER, json.dumps(spec), timeout=GRASS_TIMEOUT_S + 10,
+                                   what=f"grass_command {spec['argv']}")
     if outcome["returncode"] != 0:
         log.info("GRASS module failed", argv=spec["argv"], stderr=outcome["stderr"][-300:])
     return outcome

@@ -205,6 +205,20 @@ except Exception as exc:
 """
 
 
+async def desktop_script(client: EnvironmentClient, script: str, *args: str, timeout: float,
+                         what: str) -> dict[str, Any]:
+    """Run ``python3 -c script args...`` inside the desktop; its stdout is one JSON object. A non-JSON answer, or
+    an object with an ``error``, raises RuntimeError starting with ``what``."""
+    result = await client.execute(["python3", "-c", script, *args], timeout=timeout)
+    try:
+        answer = json.loads(result.get("output") or "")
+    except ValueError:
+        raise RuntimeError(f"{what}: the desktop answered {result!r:.400}") from None
+    if "error" in answer:
+        raise RuntimeError(f"{what}: {answer['error']}")
+    return answer
+
+
 async def desktop_http(client: EnvironmentClient, method: str, url: str, body: Any = None, *,
                        text: bool = False) -> tuple[int | None, str]:
     """An HTTP request made from inside the desktop (the apps' REST servers listen on its loopback); a POST's

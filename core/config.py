@@ -104,6 +104,10 @@ class AlgorithmSection(_Strict):
     #: as in PPO (verl's ppo_mini_batch_size / ppo_epochs). 1 and 1: one step per iteration, as the paper
     ppo_mini_batches: int = Field(1, ge=1)
     ppo_epochs: int = Field(1, ge=1)
+    #: the KL stop (null: off): an iteration's later optimizer steps are skipped once the batch's approximate KL
+    #: from the rollout policy (``actor/approx_kl``, k3, measured before the step) exceeds this; the iteration's
+    #: first step always runs. With ppo_mini_batches x ppo_epochs > 1 it bounds how far one batch moves the policy
+    target_kl: float | None = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _mini_batches_fit(self) -> "AlgorithmSection":

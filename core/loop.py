@@ -214,8 +214,11 @@ class TrainingRun:
                 steps = []
                 for batch in updates.mini_batches(kept, count=a.ppo_mini_batches, epochs=a.ppo_epochs,
                                                   seed=self.cfg.run.seed, iteration=it):
-                    steps.append(await in_thread(c.trainer.train_step, batch) if in_threads
-                                 else c.trainer.train_step(batch))
+                    limit = a.target_kl if steps else None  # the KL stop never skips the iteration's first step
+                    steps.append(await in_thread(c.trainer.train_step, batch, limit) if in_threads
+                                 else c.trainer.train_step(batch, limit))
+                    if steps[-1].get("actor/kl_stopped"):
+                        break
                 metrics.update({f"train/{k}": v for k, v in updates.merge_step_metrics(steps).items()})
             with timer.phase("weight_sync"):
                 if in_threads:  # the engine's session pauses generation only while its buckets load

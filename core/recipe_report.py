@@ -62,11 +62,12 @@ def before_after_table(results: Mapping[str, Any]) -> str:
 def plot_recipe_curves(records: list[dict[str, Any]], evals: Mapping[str, Any], path: Path) -> None:
     """Success against policy updates: training batches (rolled out before update i), the periodic
     evaluations (``run.eval_every``, after update i+1) and the recipe's before/after evaluation."""
-    from core.report import _plt
+    from core.report import _plt, health_figure, plot_health
 
     plt = _plt()
     its = [r["iteration"] for r in records]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes, health = health_figure(plt)
+    plot_health(health, records)
     axes[0].plot(its, [r.get("success/rate", float("nan")) for r in records], marker="o", ms=3, alpha=0.6,
                  label="training batches (tasks picked by the sampler)")
     points = [(r["iteration"] + 1, r["eval/success"]) for r in records if "eval/success" in r]

@@ -1,7 +1,8 @@
 """``python -m core.report RUN_DIR``: PNG plots of a run.
 
 Writes ``RUN_DIR/report/``: ``curves.png`` (reward and success rate per
-iteration, informative-group share), ``phases.png`` (wall time per phase per
+iteration, informative-group share; below them the optimizer's health: policy
+entropy, approximate KL, clip fraction, gradient norm), ``phases.png`` (wall time per phase per
 iteration), ``sampler_weights.png`` (the sampler's weight distribution over
 tasks at each recorded checkpoint), and ``summary.json``. With ``--episodes``
 also the trajectory viewer, ``RUN_DIR/report/episodes/`` (:mod:`core.episodes`;
@@ -30,10 +31,49 @@ def _plt() -> Any:
     return plt
 
 
+#: the optimizer's health per iteration (``train/`` metrics of the trainer): where a collapse shows first
+HEALTH_PANELS = (
+    ("policy entropy (nats per token)", ("train/actor/entropy",)),
+    ("approx. KL from the rollout policy", ("train/actor/approx_kl", "train/actor/approx_kl_max")),
+    ("clip fraction", ("train/actor/clipfrac",)),
+    ("gradient norm (before clipping)", ("train/actor/grad_norm",)),
+)
+
+
+def plot_health(axes: Sequence[Any], records: list[dict[str, Any]]) -> None:
+    """Entropy, approximate KL (mean and largest over the iteration's steps; a cross where the KL stop cut the
+    iteration short), clip fraction and gradient norm per iteration, one panel each."""
+    its = [r["iteration"] for r in records]
+    for ax, (title, keys) in zip(axes, HEALTH_PANELS):
+        for key in keys:
+            values = [r.get(key, float("nan")) for r in records]
+            ax.plot(its, values, marker="o", ms=2, label=key.removeprefix("train/actor/"))
+        if keys[0] == "train/actor/approx_kl":
+            stops = [(r["iteration"], r.get("train/actor/approx_kl_max", 0.0)) for r in records
+                     if r.get("train/actor/kl_stopped")]
+            if stops:
+                ax.plot([x for x, _ in stops], [y for _, y in stops], "rx", label="KL stop")
+            ax.legend(fontsize=7)
+        if keys[0] == "train/actor/grad_norm" and any(r.get(keys[0], 0) > 0 for r in records):
+            ax.set_yscale("log")
+        ax.set_xlabel("iteration")
+        ax.set_title(title, fontsize=9)
+
+
+def health_figure(plt: Any) -> tuple[Any, list[Any], list[Any]]:
+    """A figure with two wide panels on top (the run's own curves) and the four health panels below."""
+    fig, grid = plt.subplots(2, 4, figsize=(16, 7), gridspec_kw={"height_ratios": [1.3, 1]})
+    spec = grid[0][0].get_gridspec()
+    for ax in grid[0]:
+        ax.remove()
+    return fig, [fig.add_subplot(spec[0, 0:2]), fig.add_subplot(spec[0, 2:4])], list(grid[1])
+
+
 def plot_curves(records: list[dict[str, Any]], path: Path) -> None:
     plt = _plt()
     its = [r["iteration"] for r in records]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes, health = health_figure(plt)
+    plot_health(health, records)
     for key, label in (("reward/mean", "reward (mean)"), ("success/rate", "success rate")):
         axes[0].plot(its, [r.get(key, float("nan")) for r in records], marker="o", ms=3, label=label)
     axes[0].set_xlabel("iteration")

@@ -44,7 +44,23 @@ def mini_batches(groups: Sequence[RolloutGroup], *, count: int, epochs: int, see
 
 def merge_step_metrics(steps: Sequence[Mapping[str, float]]) -> dict[str, float]:
     """One iteration's trainer metrics from its steps' (times, batch sizes and token counts summed; extremes
-    kept; everything else averaged) plus ``optimizer_steps``. One step: its metrics unchanged."""
+    kept; everything else averaged) plus ``optimizer_steps``. One step: its metrics unchanged.
+
+    A step the KL stop skipped (``actor/kl_stopped``) made no update: it adds only ``actor/kl_stopped: 1``, its
+    time, and its KL to ``actor/approx_kl_max`` (the largest KL any step of the iteration started from)."""
+    applied = [s for s in steps if not s.get("actor/kl_stopped")]
+    stopped = [s for s in steps if s.get("actor/kl_stopped")]
+    kl = [float(s["actor/approx_kl"]) for s in steps if "actor/approx_kl" in s]
+    merged = _merge(applied) if applied else {"optimizer_steps": 0.0}
+    if kl:
+        merged["actor/approx_kl_max"] = max(kl)
+    if stopped:
+        merged["actor/kl_stopped"] = 1.0
+        merged["time/step"] = merged.get("time/step", 0.0) + sum(float(s.get("time/step", 0.0)) for s in stopped)
+    return merged
+
+
+def _merge(steps: Sequence[Mapping[str, float]]) -> dict[str, float]:
     if len(steps) == 1:
         return {**steps[0], "optimizer_steps": 1.0}
     merged: dict[str, float] = {}

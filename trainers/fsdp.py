@@ -74,8 +74,8 @@ class _PolicyForward(torch.nn.Module):
         self.model = model
         self._trainer = [trainer]  # a list: not registered as a submodule
 
-    def forward(self, inputs: dict[str, Any], mask: torch.Tensor) -> torch.Tensor:
-        return TorchTrainer._logprobs(self._trainer[0], self.model, inputs, mask)
+    def forward(self, inputs: dict[str, Any], mask: torch.Tensor, with_entropy: bool = False) -> Any:
+        return TorchTrainer._logprobs(self._trainer[0], self.model, inputs, mask, with_entropy=with_entropy)
 
 
 def _init_process_group(backend: str) -> None:
@@ -134,12 +134,13 @@ class FSDPTrainer(TorchTrainer):
 
     # -- the step ---------------------------------------------------------------
 
-    def _logprobs(self, module: torch.nn.Module, inputs: dict[str, Any], mask: torch.Tensor) -> torch.Tensor:
+    def _logprobs(self, module: torch.nn.Module, inputs: dict[str, Any], mask: torch.Tensor, *,
+                  with_entropy: bool = False) -> Any:
         root = self._root if module is self.model else self._reference_root
-        return root(inputs, mask)
+        return root(inputs, mask, with_entropy)
 
-    def train_step(self, segments: Sequence[Segment]) -> dict[str, float]:
-        metrics = super().train_step(segments)
+    def train_step(self, segments: Sequence[Segment], kl_limit: float | None = None) -> dict[str, float]:
+        metrics = super().train_step(segments, kl_limit)
         if "batch/micro_batches" in metrics:  # a step that trained
             metrics["dist/world_size"] = float(self.world_size)
         return metrics

@@ -64,9 +64,9 @@ class DrivenTrainer(TrainerBackend):
         self.trainer = trainer
         self.driver = driver
 
-    def train_step(self, segments: Sequence[Segment]) -> dict[str, float]:
-        _announce(("train_step", (list(segments),)))
-        return self.trainer.train_step(segments)
+    def train_step(self, segments: Sequence[Segment], kl_limit: float | None = None) -> dict[str, float]:
+        _announce(("train_step", (list(segments), kl_limit)))
+        return self.trainer.train_step(segments, kl_limit)
 
     def eval_step(self, segments: Sequence[Segment]) -> dict[str, float]:
         _announce(("eval_step", (list(segments),)))

@@ -156,7 +156,9 @@ class StepStats:
     pg_loss: float = 0.0
     kl: float = 0.0
     entropy: float = 0.0
-    approx_kl: float = 0.0  # mean of (rollout_logp - logp): KL(pi_rollout || pi_theta), k1 estimate
+    #: KL(pi_rollout || pi_theta) per token, k3 estimate: (r - 1) - log r with r = pi_theta / pi_rollout (never
+    #: negative, low variance; Schulman's and stable-baselines' approx_kl): what the KL stop compares with target_kl
+    approx_kl: float = 0.0
     ratio: float = 0.0
     clipped_high: float = 0.0
     clipped_low: float = 0.0
@@ -171,7 +173,6 @@ class StepStats:
             "loss/tokens": self.tokens,
             "loss/pg": self.pg_loss / n,
             "loss/kl": self.kl / n,
-            "loss/entropy": self.entropy / n,
             "actor/approx_kl": self.approx_kl / n,
             "actor/ratio_mean": self.ratio / n,
             "actor/ratio_max": self.ratio_max if self.tokens else 0.0,
@@ -182,6 +183,8 @@ class StepStats:
             "loss/nll": self.nll / n,
         }
         out["actor/clipfrac"] = out["actor/clipfrac_high"] + out["actor/clipfrac_low"]
+        if self.entropy > 0:  # a backend that measured it (softmax entropy is never exactly 0)
+            out["actor/entropy"] = self.entropy / n
         return out
 
 
@@ -246,7 +249,7 @@ def grpo_token_loss(
                 stats.kl += float((k3_kl(logprobs, ref_logprobs) * mask).sum())
             if entropy is not None:
                 stats.entropy += float((entropy * mask).sum())
-            stats.approx_kl += float(((rollout_logprobs - logprobs) * mask).sum())
+            stats.approx_kl += float((k3_kl(rollout_logprobs, logprobs) * mask).sum())
             stats.nll -= float((logprobs * mask).sum())
             stats.ratio += float((surrogate.ratio * mask).sum())
             stats.clipped_high += float((surrogate.clipped_high & on).sum())
@@ -263,6 +266,7 @@ def cross_entropy_token_loss(
     loss_mask: torch.Tensor,
     *,
     normalizer: float,
+    entropy: torch.Tensor | None = None,
     stats: StepStats | None = None,
 ) -> torch.Tensor:
     """The warm start's loss: the demonstrations' token-mean negative log-likelihood under the policy.
@@ -279,6 +283,8 @@ def cross_entropy_token_loss(
         with torch.no_grad():
             stats.tokens += float(mask.sum())
             stats.nll -= float((logprobs * mask).sum())
+            if entropy is not None:
+                stats.entropy += float((entropy * mask).sum())
     return loss
 
 
@@ -300,14 +306,16 @@ def token_loss(
     algorithm: AlgorithmSection,
     normalizer: float,
     ref_logprobs: torch.Tensor | None = None,
+    entropy: torch.Tensor | None = None,
     stats: StepStats | None = None,
 ) -> torch.Tensor:
-    """One micro-batch's loss under ``objective`` (``grpo`` or ``cross_entropy``); every backend calls this."""
+    """One micro-batch's loss under ``objective`` (``grpo`` or ``cross_entropy``); every backend calls this.
+    ``entropy`` (per token, optional) feeds the entropy bonus where configured and ``actor/entropy`` always."""
     if objective == "cross_entropy":
-        return cross_entropy_token_loss(logprobs, loss_mask, normalizer=normalizer, stats=stats)
+        return cross_entropy_token_loss(logprobs, loss_mask, normalizer=normalizer, entropy=entropy, stats=stats)
     if objective == "grpo":
         return grpo_token_loss(logprobs, rollout_logprobs, advantages, loss_mask, algorithm=algorithm,
-                               normalizer=normalizer, ref_logprobs=ref_logprobs, stats=stats)
+                               normalizer=normalizer, ref_logprobs=ref_logprobs, entropy=entropy, stats=stats)
     raise ValueError(f"unknown training objective {objective!r}")
 
 

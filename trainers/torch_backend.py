@@ -32,7 +32,7 @@ from core.weight_sync import iter_buckets
 from trainers import torch_checkpoint
 from trainers.batching import MicroBatch, micro_batch_tensors, plan_micro_batches, plan_packed_micro_batches
 from trainers.objective import StepStats, check_objective, count_trainable_tokens, token_loss
-from trainers.options import TorchTrainerOptions
+from trainers.options import TorchTrainerOptions, learning_rate
 from trainers.vision_cache import StepVisionCache
 from trainers.weights import freeze_vision_tower
 
@@ -116,9 +116,8 @@ class TorchTrainer(TrainerBackend):
         self.reference.eval().requires_grad_(False)
 
     def _learning_rate(self) -> float:
-        """The AdamW rate of the next step: linear warm-up over ``warmup_steps``, then constant."""
-        warmup = self.options.warmup_steps
-        return self.options.lr * min(1.0, (self.steps + 1) / warmup) if warmup else self.options.lr
+        """The AdamW rate of the next step (:func:`trainers.options.learning_rate`)."""
+        return learning_rate(self.options, self.steps)
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         if self.autocast_dtype is None:
@@ -135,7 +134,8 @@ class TorchTrainer(TrainerBackend):
         return plan_micro_batches(segments, self.options.micro_batch_tokens,
                                   max_items=self.options.max_micro_batch_items, max_padding=self.options.max_padding)
 
-    def _logprobs(self, module: torch.nn.Module, inputs: dict[str, Any], mask: torch.Tensor) -> torch.Tensor:
+    def _logprobs(self, module: torch.nn.Module, inputs: dict[str, Any], mask: torch.Tensor, *,
+                  with_entropy: bool = False) -> Any:
         return self.policy.token_logprobs(
             module,
             inputs,
@@ -143,6 +143,7 @@ class TorchTrainer(TrainerBackend):
             suppress_ids=self.suppress_ids,
             positions=mask > 0,
             chunk_size=self.options.logprob_chunk_size,
+            with_entropy=with_entropy,
         )
 
     def _check(self, segments: Sequence[Segment]) -> None:
@@ -156,7 +157,7 @@ class TorchTrainer(TrainerBackend):
 
     # -- TrainerBackend -------------------------------------------------------
 
-    def train_step(self, segments: Sequence[Segment]) -> dict[str, float]:
+    def train_step(self, segments: Sequence[Segment], kl_limit: float | None = None) -> dict[str, float]:
         if not segments:
             raise ValueError("train_step needs at least one segment")
         self._check(segments)
@@ -172,6 +173,12 @@ class TorchTrainer(TrainerBackend):
         self.optimizer.zero_grad(set_to_none=True)
         with self._vision_features(segments, times) as cache:
             self._accumulate(segments, batches, total, stats, times)
+        summary = self._reduce(stats).summary()
+        if kl_limit is not None and summary["actor/approx_kl"] > kl_limit:
+            self.optimizer.zero_grad(set_to_none=True)  # the KL stop: this batch has moved the policy enough
+            log.info("kl stop: step skipped", approx_kl=round(summary["actor/approx_kl"], 5), limit=kl_limit)
+            return {**summary, "actor/kl_stopped": 1.0, "batch/segments": float(len(segments)),
+                    "time/step": time.perf_counter() - started}
         t0 = time.perf_counter()
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
         if self.options.max_grad_norm is not None:
@@ -186,8 +193,9 @@ class TorchTrainer(TrainerBackend):
         self._sync()
         times["optimizer"] = time.perf_counter() - t0
         self.steps += 1
-        metrics = self._reduce(stats).summary()
+        metrics = summary
         metrics.update({
+            "actor/kl_stopped": 0.0,
             "actor/grad_norm": grad_norm,
             "actor/lr": self.optimizer.param_groups[0]["lr"],
             "batch/segments": float(len(segments)),
@@ -229,9 +237,9 @@ class TorchTrainer(TrainerBackend):
             self._sync()
         t3 = time.perf_counter()
         with self._autocast():
-            logp = self._logprobs(self.model, inputs, mask)
+            logp, entropy = self._logprobs(self.model, inputs, mask, with_entropy=True)
         loss = token_loss(self.objective, logp, rollout, adv, mask, algorithm=self.algorithm,
-                          normalizer=float(total), ref_logprobs=ref, stats=stats)
+                          normalizer=float(total), ref_logprobs=ref, entropy=entropy, stats=stats)
         loss.backward()
         self._sync()
         t4 = time.perf_counter()
@@ -270,9 +278,9 @@ class TorchTrainer(TrainerBackend):
         with self._autocast():
             if self.reference is not None:
                 ref = self._logprobs(self.reference, inputs, mask)
-            logp = self._logprobs(self.model, inputs, mask)
+            logp, entropy = self._logprobs(self.model, inputs, mask, with_entropy=True)
         token_loss(self.objective, logp, rollout, adv, mask, algorithm=self.algorithm, normalizer=float(total),
-                   ref_logprobs=ref, stats=stats)
+                   ref_logprobs=ref, entropy=entropy, stats=stats)
 
     @contextlib.contextmanager
     def _vision_features(self, segments: Sequence[Segment],

@@ -135,10 +135,12 @@ class PolicyModel(abc.ABC):
 
     def token_logprobs(self, module: Any, inputs: Mapping[str, Any], *, temperature: float,
                        suppress_ids: Sequence[int] = (), positions: Any = None,
-                       chunk_size: int | None = None) -> Any:
+                       chunk_size: int | None = None, with_entropy: bool = False) -> Any:
         """Teacher-forced log-probabilities ``[B, L]`` of ``inputs["input_ids"]`` under ``module`` (one of
         :meth:`load`'s), at the rollout's sampling distribution (logits / temperature, ``suppress_ids`` at
-        -inf); 0 at position 0 and outside ``positions`` (bool ``[B, L]``) when given."""
+        -inf); 0 at position 0 and outside ``positions`` (bool ``[B, L]``) when given. ``with_entropy``: a pair
+        ``(logprobs, entropy)``, the second the same distribution's entropy per position (no gradient), which
+        trainers report per step (``actor/entropy``)."""
         from core.errors import ScaleCUAError
 
         raise ScaleCUAError(f"model family {type(self).__name__} does not compute token logprobs; trainers need "

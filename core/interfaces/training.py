@@ -122,8 +122,13 @@ class TrainerBackend(abc.ABC):
     (``cross_entropy``)."""
 
     @abc.abstractmethod
-    def train_step(self, segments: Sequence[Segment]) -> dict[str, float]:
-        """One optimizer step over all segments (micro-batched inside); returns metrics."""
+    def train_step(self, segments: Sequence[Segment], kl_limit: float | None = None) -> dict[str, float]:
+        """One optimizer step over all segments (micro-batched inside); returns metrics.
+
+        ``kl_limit`` (the KL stop, ``algorithm.target_kl``): when the segments' approximate KL from the rollout
+        policy to the current one (``actor/approx_kl``, measured in this step's own forward, before its update)
+        exceeds it, the step's gradients are dropped and no update is made; the metrics then say
+        ``actor/kl_stopped: 1``, and the caller takes no further step on this batch."""
 
     @abc.abstractmethod
     def eval_step(self, segments: Sequence[Segment]) -> dict[str, float]:

@@ -155,6 +155,7 @@ def token_logprobs(
     suppress_ids: Sequence[int] = (),
     positions: Any = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
+    with_entropy: bool = False,
 ) -> Any:
     """Teacher-forced ``logprob[b, t] = log p(ids[b, t] | ids[b, <t])``; 0 at ``t = 0`` and where not computed.
 
@@ -164,6 +165,8 @@ def token_logprobs(
     work to those target positions (e.g. the loss mask); the language-model head
     and log-softmax run in chunks of ``chunk_size`` positions, under activation
     checkpointing when gradients are on, so full (L x vocab) logits never exist.
+    ``with_entropy``: also the policy's entropy at each computed position (same layout, no gradient), returned
+    as ``(logprobs, entropy)``: what a collapse shows first.
     """
     import torch
     from torch.utils.checkpoint import checkpoint
@@ -198,16 +201,30 @@ def token_logprobs(
             logits = logits.index_fill(-1, suppress, float("-inf"))
         return torch.log_softmax(logits, dim=-1).gather(-1, t.unsqueeze(-1)).squeeze(-1)
 
-    pieces = []
+    @torch.no_grad()
+    def chunk_entropy(h: Any) -> Any:
+        logits = lm_head(h.detach()).float() / temperature
+        if suppress.numel():
+            logits = logits.index_fill(-1, suppress, float("-inf"))
+        logp = torch.log_softmax(logits, dim=-1)
+        return -(logp.exp() * torch.nan_to_num(logp, neginf=0.0)).sum(-1)
+
+    pieces, entropies = [], []
     for start in range(0, source.shape[0], chunk_size):
         h, t = source[start : start + chunk_size], picked_targets[start : start + chunk_size]
         if torch.is_grad_enabled() and h.requires_grad:
             pieces.append(checkpoint(chunk_logprobs, h, t, use_reentrant=False))
         else:
             pieces.append(chunk_logprobs(h, t))
-    values = torch.cat(pieces) if pieces else hidden.new_zeros((0,), dtype=torch.float32)
+        if with_entropy:
+            entropies.append(chunk_entropy(h))
+    empty = hidden.new_zeros((0,), dtype=torch.float32)
     out = torch.zeros(ids.shape, dtype=torch.float32, device=ids.device)
-    return out.index_put((rows, cols + 1), values)
+    logprobs = out.index_put((rows, cols + 1), torch.cat(pieces) if pieces else empty)
+    if not with_entropy:
+        return logprobs
+    entropy = torch.zeros(ids.shape, dtype=torch.float32, device=ids.device)
+    return logprobs, entropy.index_put((rows, cols + 1), torch.cat(entropies) if entropies else empty)
 
 
 def suppressed_token_ids(renderer: QwenVLRenderer) -> list[int]:

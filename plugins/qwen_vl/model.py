@@ -223,11 +223,12 @@ class QwenVLModel(PolicyModel):
         return build_packed_inputs(self.renderer(), input_ids, images, device=device)
 
     def token_logprobs(self, module: Any, inputs: Any, *, temperature: float, suppress_ids: Any = (),
-                       positions: Any = None, chunk_size: int | None = None) -> Any:
+                       positions: Any = None, chunk_size: int | None = None, with_entropy: bool = False) -> Any:
         from plugins.qwen_vl.forward import DEFAULT_CHUNK_SIZE, token_logprobs
 
         return token_logprobs(module, dict(inputs), temperature=temperature, suppress_ids=suppress_ids,
-                              positions=positions, chunk_size=chunk_size or DEFAULT_CHUNK_SIZE)
+                              positions=positions, chunk_size=chunk_size or DEFAULT_CHUNK_SIZE,
+                              with_entropy=with_entropy)
 
     def model_directory(self, *, dtype: str = "float32") -> Path:
         """The configured directory, or (tiny models) this model written to a fresh temporary one."""

@@ -53,8 +53,8 @@ class RayTrainer(TrainerBackend):
         refs = [ray.put(a) for a in args]  # one copy in the object store, shared by every rank
         return ray.get([getattr(w, method).remote(*refs) for w in self.workers])
 
-    def train_step(self, segments: Sequence[Segment]) -> dict[str, float]:
-        return self._all("train_step", list(segments))[0]
+    def train_step(self, segments: Sequence[Segment], kl_limit: float | None = None) -> dict[str, float]:
+        return self._all("train_step", list(segments), kl_limit)[0]
 
     def eval_step(self, segments: Sequence[Segment]) -> dict[str, float]:
         return self._all("eval_step", list(segments))[0]

@@ -55,8 +55,8 @@ class TrainerWorker:
         self.trainer = resolved.create("trainer", plugins, model=model, algorithm=cfg.algorithm, seed=cfg.run.seed)
         return self.rank
 
-    def train_step(self, segments: list[Any]) -> dict[str, float]:
-        return self.trainer.train_step(segments)
+    def train_step(self, segments: list[Any], kl_limit: float | None = None) -> dict[str, float]:
+        return self.trainer.train_step(segments, kl_limit)
 
     def eval_step(self, segments: list[Any]) -> dict[str, float]:
         return self.trainer.eval_step(segments)

@@ -82,3 +82,12 @@ def test_step_metrics_merge_sums_counts_and_times_keeps_extremes_and_averages_th
         "loss/pg": 2.0, "loss/tokens": 40.0, "time/step": 3.0, "batch/segments": 7.0, "actor/ratio_max": 1.4,
         "actor/ratio_min": 0.7, "actor/grad_norm": 1.0, "optimizer_steps": 2.0}
     assert merge_step_metrics(steps[:1]) == {**steps[0], "optimizer_steps": 1.0}
+
+
+def test_a_step_the_kl_stop_skipped_adds_only_its_kl_and_time():
+    steps = [{"loss/pg": 1.0, "loss/tokens": 10.0, "time/step": 2.0, "actor/approx_kl": 0.0, "actor/kl_stopped": 0.0,
+              "actor/grad_norm": 0.5},
+             {"loss/pg": 5.0, "loss/tokens": 10.0, "time/step": 0.5, "actor/approx_kl": 0.3, "actor/kl_stopped": 1.0}]
+    assert merge_step_metrics(steps) == {
+        "loss/pg": 1.0, "loss/tokens": 10.0, "time/step": 2.5, "actor/approx_kl": 0.0, "actor/approx_kl_max": 0.3,
+        "actor/kl_stopped": 1.0, "actor/grad_norm": 0.5, "optimizer_steps": 1.0}

@@ -184,6 +184,25 @@ def test_ppo_mini_batches_and_epochs_take_that_many_optimizer_steps_per_iteratio
     assert trainer_state["steps"] == 4 * 6
 
 
+def test_the_kl_stop_ends_an_iterations_steps_once_its_batch_has_moved(tmp_path):
+    runs = tmp_path / "runs"
+    done = run_cli("core.run", "--config", str(CONFIG), *small(runs, **{
+        "rollout_loop.mode": "sync", "algorithm.ppo_epochs": 3, "algorithm.target_kl": 1e-12,
+        "trainer.options.lr": 1e-3, "run.iterations": 3}))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = only_run_dir(runs)
+    rows = MetricsLog(run_dir).read()
+    moved = [r for r in rows if r.get("train/actor/kl_stopped")]
+    assert moved, "some iteration's first step moved the policy"
+    for r in rows:  # the first step always runs; the second starts from a moved policy and is skipped
+        if r.get("train/actor/kl_stopped"):
+            assert r["train/optimizer_steps"] == 1.0 and r["train/actor/approx_kl_max"] > 1e-12
+        else:  # nothing to learn from (no informative group): the policy never moved
+            assert r["train/optimizer_steps"] == 3.0 and r["train/actor/approx_kl_max"] <= 1e-12
+    trainer_state = json.loads((list_complete(run_dir)[-1] / "trainer" / "trainer.json").read_text())
+    assert trainer_state["steps"] == sum(int(r["train/optimizer_steps"]) for r in rows)
+
+
 def test_sigkill_in_async_mode_then_resume_trains_nothing_twice(tmp_path):
     """The kill lands right after checkpoint 2 was written, by construction (the hold plugin blocks there),
     while the producer has groups of the next batches in flight."""

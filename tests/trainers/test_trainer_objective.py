@@ -216,7 +216,7 @@ def test_grpo_token_loss_combines_terms_over_masked_tokens() -> None:
     assert summary["loss/kl"] == pytest.approx(sum(kl) / 3)
     assert summary["actor/clipfrac_high"] == pytest.approx(1 / 3)
     assert summary["actor/clipfrac"] == pytest.approx(1 / 3)
-    assert summary["actor/approx_kl"] == pytest.approx(-0.5 / 3)
+    assert summary["actor/approx_kl"] == pytest.approx((math.exp(0.5) - 1.5) / 3)  # k3: (r - 1) - log r
     assert summary["actor/ratio_max"] == pytest.approx(math.exp(0.5))
     assert summary["actor/ratio_min"] == pytest.approx(1.0)
 

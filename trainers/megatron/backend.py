@@ -174,7 +174,7 @@ class MegatronTrainer(TrainerBackend):
 
     # -- TrainerBackend ----------------------------------------------------------------
 
-    def train_step(self, segments: Sequence[Segment]) -> dict[str, float]:
+    def train_step(self, segments: Sequence[Segment], kl_limit: float | None = None) -> dict[str, float]:
         import torch
         import torch.distributed as dist
         from megatron.core.distributed import finalize_model_grads
@@ -211,10 +211,6 @@ class MegatronTrainer(TrainerBackend):
                                   normalizer=float(total), ref_logprobs=ref, stats=stats)
                 tokens_processed += int(inputs["attention_mask"].sum())
             loss.backward()
-        finalize_model_grads(self.model)
-        update_ok, grad_norm, _ = self.optimizer.step()
-        torch.cuda.synchronize()
-        self.steps += 1
         sums = torch.tensor([stats.tokens, stats.pg_loss, stats.kl, stats.approx_kl, stats.ratio, stats.clipped_high,
                              stats.clipped_low, stats.dual_clipped, float(tokens_processed), stats.nll],
                             dtype=torch.float64, device=self.device)
@@ -227,7 +223,16 @@ class MegatronTrainer(TrainerBackend):
                            clipped_low=s[6], dual_clipped=s[7], ratio_max=stats.ratio_max, ratio_min=stats.ratio_min,
                            nll=s[9])
         metrics = merged.summary()
+        if kl_limit is not None and metrics["actor/approx_kl"] > kl_limit:  # every rank decides alike (summed)
+            self.optimizer.zero_grad()
+            return {**metrics, "actor/kl_stopped": 1.0, "batch/segments": float(len(segments)),
+                    "time/step": time.perf_counter() - started}
+        finalize_model_grads(self.model)
+        update_ok, grad_norm, _ = self.optimizer.step()
+        torch.cuda.synchronize()
+        self.steps += 1
         metrics.update({
+            "actor/kl_stopped": 0.0,
             "actor/grad_norm": float(grad_norm) if grad_norm is not None else float("nan"),
             "actor/update_ok": float(bool(update_ok)),
             "actor/lr": self.options.lr,

@@ -222,14 +222,34 @@ class VeriGenPipeline(SynthesisPipeline):
             return
         state = CandidateState(task=proposal, job=job, started=started)
         state.usage.merge(share)
-        await self.store.ainsert(proposal.id, run_id=self.run_id, origin=job.origin, app=job.app,
-                                 parents=job.parents, task_json=proposal.to_json())
+        earlier = await asyncio.to_thread(self.store.find, proposal.id)
+        if earlier is not None and earlier.status in ("accepted", "rejected", "duplicate"):
+            await self._duplicate(proposal, job, earlier, share, started)
+            return
+        if earlier is not None:  # an earlier run stopped before deciding it: decide it now, under this run
+            await self.store.aupdate(proposal.id, run_id=self.run_id, status="pending", stage="", reason="",
+                                     task_json=proposal.to_json())
+        else:
+            await self.store.ainsert(proposal.id, run_id=self.run_id, origin=job.origin, app=job.app,
+                                     parents=job.parents, task_json=proposal.to_json())
         try:
             status, stage, reason = await self._validate(state)
         except Exception as exc:  # our bug or an unexpected role failure: record it, keep the worker alive
             log.exception("candidate crashed", task_id=proposal.id)
             status, stage, reason = "error", "error", f"{type(exc).__name__}: {exc}"
         await self._finish(state, status, stage, reason)
+
+    async def _duplicate(self, proposal: Task, job: ProposalJob, earlier: Any, share: Usage, started: float) -> None:
+        """A task id the store already decided: recorded as a duplicate of it, never checked twice."""
+        original = earlier.parents[0] if earlier.status == "duplicate" and earlier.parents else earlier.id
+        cid = f"{proposal.id}@{uuid.uuid4().hex[:12]}"
+        await self.store.ainsert(cid, run_id=self.run_id, origin=job.origin, app=job.app, parents=[original],
+                                 status="duplicate", stage="propose", task_json=proposal.to_json(),
+                                 reason=f"task id {proposal.id} is already in the store ({earlier.status} by run "
+                                        f"{earlier.run_id}); not checked again",
+                                 **_usage_columns(share), latency_s=time.monotonic() - started)
+        log.info("duplicate task id; recorded, not checked again", task_id=proposal.id, earlier=earlier.status)
+        self._report(cid)
 
     async def _validate(self, state: CandidateState) -> tuple[str, str, str]:
         """The gates and repairs; returns (status, stage, reason)."""

@@ -3,10 +3,11 @@
 Config slots (``synthesis.<role>``; ``null`` removes a role, the paper's ablation):
 
 * ``proposer``:  ``llm-proposer`` (knowledge documents + live desktop),
-  ``trajectory-proposer`` (trajectory-guided: decompose failed, compose solved tasks)
+  ``trajectory-proposer`` (trajectory-guided: decompose failed, compose solved tasks),
+  ``template-proposer`` (the parametric task families, no LLM)
 * ``validator``: ``rule-validator`` (static rules of :mod:`plugins.judges.validator`)
 * ``judger``:    ``llm-judger``
-* ``checker``:   ``llm-checker``
+* ``checker``:   ``llm-checker`` (an LLM's dry run), ``oracle-checker`` (the task's own oracle and near misses)
 * ``fixer``:     ``llm-fixer``
 * ``pipeline``:  ``verigen`` (the loop: workers, desktops, repairs, task store)
 """
@@ -22,6 +23,12 @@ def scalecua_register_synthesizer_roles(registry):
     registry.register("trajectory-proposer", "plugins.synthesis.trajectory:TrajectoryProposer",
                       options="plugins.synthesis.trajectory:TrajectoryProposerOptions",
                       description="proposer: easier sub-tasks of failed tasks, harder compositions of solved ones")
+    registry.register("template-proposer", "plugins.synthesis.template_proposer:TemplateProposer",
+                      options="plugins.synthesis.template_proposer:TemplateProposerOptions",
+                      description="proposer: variants of the parametric task families (train/validation/test)")
+    registry.register("oracle-checker", "plugins.synthesis.oracle_checker:OracleChecker",
+                      options="plugins.synthesis.oracle_checker:OracleCheckerOptions",
+                      description="checker: untouched state 0, the task's oracle 1, its near misses 0, on a desktop")
     registry.register("rule-validator", "plugins.synthesis.validator:RuleValidator",
                       options="plugins.synthesis.validator:RuleValidatorOptions",
                       description="validator: static rules over task and judge code")

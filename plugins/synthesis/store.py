@@ -12,7 +12,7 @@ accepted task.
 Tables:
 
 * ``candidates`` — one row per candidate: its latest task JSON, final status
-  (``pending`` / ``accepted`` / ``rejected`` / ``error``), the stage where it
+  (``pending`` / ``accepted`` / ``rejected`` / ``error`` / ``duplicate``), the stage where it
   ended, flags and scores of each validator (rule, LLM judge, execution in the
   loop), repairs, tokens, cost and end-to-end latency.
 * ``rounds`` — one row per validation round of a candidate (the task version
@@ -75,7 +75,9 @@ CREATE TABLE IF NOT EXISTS rounds (
 );
 """
 
-STATUSES = ("pending", "accepted", "rejected", "error")
+#: ``duplicate``: a candidate whose task id an earlier run already decided (accepted or rejected); it is recorded,
+#: never checked again, and an accepted original is exported with this run's tasks
+STATUSES = ("pending", "accepted", "rejected", "error", "duplicate")
 _COLUMNS = (
     "run_id", "origin", "app", "parents", "status", "stage", "reason", "instruction", "task_json", "rule_pass",
     "judge_pass", "judge_score", "exec_pass", "executable", "initial_score", "final_score", "repairs", "validation",
@@ -207,6 +209,11 @@ class TaskStore:
         with self._lock:
             return self._conn.execute(sql, tuple(params)).fetchall()
 
+    def find(self, candidate_id: str) -> CandidateRow | None:
+        """The candidate with this id, or None."""
+        rows = self._rows("SELECT * FROM candidates WHERE id = ?", (candidate_id,))
+        return _decode(rows[0]) if rows else None
+
     def get(self, candidate_id: str) -> CandidateRow:
         rows = self._rows("SELECT * FROM candidates WHERE id = ?", (candidate_id,))
         if not rows:
@@ -240,13 +247,22 @@ class TaskStore:
         return counts
 
     def export(self, out_dir: str | Path, *, run_id: str | None = None) -> list[Path]:
-        """Write accepted tasks as OSWorld task files ``out_dir/<domain>/<id>.json``; returns the paths."""
+        """Write accepted tasks as OSWorld task files ``out_dir/<domain>/<id>.json`` (``out_dir/<split>/<domain>/``
+        for tasks whose ``metadata.split`` names one: a family pool's train, validation, test and heldout
+        folders); with ``run_id``, that run's accepted tasks and the accepted originals of its duplicates.
+        Returns the paths."""
         out = Path(out_dir)
         written = []
-        for row in self.candidates(run_id=run_id, status="accepted"):
+        rows = self.candidates(run_id=run_id, status="accepted")
+        if run_id is not None:
+            originals = [self.find(p) for d in self.candidates(run_id=run_id, status="duplicate") for p in d.parents]
+            rows += [r for r in originals if r is not None and r.status == "accepted"]
+        for row in rows:
             task = dict(row.task_json or {})
             domain = task.get("snapshot") or row.app or "synthesized"
-            path = out / _safe(domain) / f"{_safe(task.get('id', row.id))}.json"
+            split = (task.get("metadata") or {}).get("split")
+            folder = out / _safe(split) if isinstance(split, str) and split else out
+            path = folder / _safe(domain) / f"{_safe(task.get('id', row.id))}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f".{path.name}.tmp")
             tmp.write_text(json.dumps(task, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -6,6 +6,8 @@
   (Table 4, appendix B.2). Null when nothing reached execution.
 * ``mean_latency_s``: mean end-to-end time per candidate, from the start of
   its proposal job to its final decision (the paper reports 221.7 s).
+* ``rejected_examples``: the first 20 rejected or failed candidates with their stage and reason (a family
+  variant also with its family and parameter values: a family that fails its own check is a bug to fix).
 * ``cost_usd_per_accepted`` and tokens per accepted task: everything spent in
   the run (rejected candidates included) divided by the accepted tasks (the
   paper reports 0.93–1.01 USD).
@@ -23,6 +25,15 @@ def _ratio(num: float, den: float) -> float | None:
     return round(num / den, 6) if den else None
 
 
+def _rejected(row: CandidateRow) -> dict[str, Any]:
+    """A rejected candidate, by what it is (a family variant: its family and parameter values) and why."""
+    meta = (row.task_json or {}).get("metadata") or {}
+    entry: dict[str, Any] = {"id": row.id, "stage": row.stage, "reason": row.reason[:500]}
+    if meta.get("family"):
+        entry.update(family=meta["family"], values=meta.get("values"))
+    return entry
+
+
 def summarize(rows: Sequence[CandidateRow], *, wall_s: float, roles: Mapping[str, str | None]) -> dict[str, Any]:
     accepted = [r for r in rows if r.status == "accepted"]
     executed = [r for r in rows if r.executable is not None]
@@ -38,10 +49,12 @@ def summarize(rows: Sequence[CandidateRow], *, wall_s: float, roles: Mapping[str
         "rejected": sum(r.status == "rejected" for r in rows),
         "errors": sum(r.status == "error" for r in rows),
         "pending": sum(r.status == "pending" for r in rows),
+        "duplicates": sum(r.status == "duplicate" for r in rows),
         "acceptance_rate": _ratio(n_acc, len(rows)),
         "reached_execution": len(executed),
         "executable_rate": _ratio(sum(bool(r.executable) for r in executed), len(executed)),
         "rejected_by_stage": dict(Counter(r.stage for r in rows if r.status == "rejected")),
+        "rejected_examples": [_rejected(r) for r in rows if r.status in ("rejected", "error")][:20],
         "accepted_after_repair": sum(r.repairs > 0 for r in accepted),
         "repairs": sum(r.repairs for r in rows),
         "by_origin": {k: {"candidates": v, "accepted": sum(r.origin == k for r in accepted)}

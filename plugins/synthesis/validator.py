@@ -10,7 +10,8 @@ It returns every problem at once (so the fixer repairs them in one round):
 * every setup and postconfig step type is supported offline;
 * task-level rules: a generated judge is present (Table 5 tasks carry their
   own Python judge), the instruction is not empty or overlong, no infeasible
-  tasks (VeriGen writes feasible ones).
+  tasks (VeriGen writes feasible ones; ``allow_infeasible`` admits requests judged by ``infeasible`` alone,
+  which need no generated judge).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ class RuleValidatorOptions(BaseModel):
     allowed_imports: list[str] = Field(default_factory=_default_imports,
                                        description="modules generated judges may import (as the judge executor)")
     require_generated_judge: bool = Field(True, description="the evaluator must define its getter/metric in code")
+    allow_infeasible: bool = Field(False, description="accept infeasible requests (judged by the agent's fail "
+                                   "action alone, OSWorld's 'infeasible'): the task families include them")
     max_instruction_chars: int = Field(1200, ge=20)
 
 
@@ -69,8 +72,10 @@ class RuleValidator(Validator):
         elif len(text) > o.max_instruction_chars:
             reasons.append(f"the instruction has {len(text)} characters; keep it under {o.max_instruction_chars}")
         ev = task.evaluator
-        if "infeasible" in ev.funcs:
-            reasons.append("infeasible tasks are not synthesized: write a task the agent can complete")
+        infeasible = ev.funcs == ["infeasible"]
+        if "infeasible" in ev.funcs and not (o.allow_infeasible and infeasible):
+            reasons.append("infeasible tasks are not synthesized: write a task the agent can complete"
+                           if not o.allow_infeasible else "an infeasible task is judged by 'infeasible' alone")
         for where, steps in (("config", task.config), ("evaluator.postconfig", ev.postconfig)):
             for i, step in enumerate(steps):
                 if step.type not in STEP_HANDLERS:
@@ -104,7 +109,7 @@ class RuleValidator(Validator):
                 elif not self._registered(self.getters, kind):
                     reasons.append(f"evaluator.{name}.type '{kind}' is neither defined in evaluator.code nor a "
                                    "known getter")
-        if o.require_generated_judge and not (ev.code and entries):
+        if o.require_generated_judge and not infeasible and not (ev.code and entries):
             reasons.append("the task has no generated judge: define its getter and metric in evaluator.code and "
                            "reference them from evaluator.func and evaluator.result.type")
         if ev.code:

@@ -152,7 +152,7 @@ def test_killing_the_process_keeps_accepted_tasks(tmp_path):
     assert exited is None, f"the synthesis process ended on its own (exit {exited}): {log_tail}"
     assert accepted == 1, "no task was accepted within 300 s"
     store = TaskStore(tmp_path / "shared.sqlite")
-    assert store.counts() == {"pending": 2, "accepted": 1, "rejected": 0, "error": 0}
+    assert store.counts() == {"pending": 2, "accepted": 1, "rejected": 0, "error": 0, "duplicate": 0}
     store.close()
     out = subprocess.run([sys.executable, "-m", "plugins.synthesis.store", "export", str(tmp_path / "shared.sqlite"),
                           str(tmp_path / "export")], cwd=ROOT, capture_output=True, text=True, timeout=60)

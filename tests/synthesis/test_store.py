@@ -35,7 +35,7 @@ def test_candidate_lifecycle_and_rounds(tmp_path):
     assert row.status == "accepted" and row.instruction == "Put 3 in A1." and row.task_json == TASK
     assert row.rule_pass is True and row.final_score == 1.0 and row.validation == {"rule_pass": True}
     assert store.rounds("t-1") == [{"round": 0, "task": TASK, "rule": {"pass": False, "reasons": ["no code"]}}]
-    assert store.counts() == {"pending": 0, "accepted": 1, "rejected": 0, "error": 0}
+    assert store.counts() == {"pending": 0, "accepted": 1, "rejected": 0, "error": 0, "duplicate": 0}
     assert store.instructions(app="libreoffice_calc") == ["Put 3 in A1."]
     with pytest.raises(ValueError, match="status must be one of"):
         store.update("t-1", status="done")
@@ -78,7 +78,7 @@ def test_many_coroutines_share_one_store(tmp_path):
         await asyncio.gather(*(worker(w) for w in range(8)))
 
     asyncio.run(all_workers())
-    assert store.counts() == {"pending": 0, "accepted": 96, "rejected": 104, "error": 0}
+    assert store.counts() == {"pending": 0, "accepted": 96, "rejected": 104, "error": 0, "duplicate": 0}
     store.close()
 
 

@@ -15,11 +15,12 @@ from typing import Any
 
 import structlog
 
-from core.config import ResolvedConfig
+from core.config import ResolvedConfig, TasksSection
 from core.episode import EpisodeDeps, EpisodeSettings
 from core.errors import ConfigError
 from core.interfaces import JudgeServices
 from core.pluginmanager import Plugins
+from core.splits import check_splits
 from core.task_check import check_pool
 from core.tasks import load_tasks
 from core.types import Task
@@ -40,6 +41,8 @@ class Components:
     executor: Any
     tasks: dict[str, Task]
     deps: EpisodeDeps
+    #: the tasks of ``run.eval_set`` for periodic evaluations (None: they roll out on ``tasks``)
+    eval_tasks: dict[str, Task] | None = None
 
     async def close(self) -> None:
         for what, closer in (("rollout engine", self.engine.close), ("judge executor", self.executor.close),
@@ -62,23 +65,27 @@ def settings_from(resolved: ResolvedConfig) -> EpisodeSettings:
 
 
 def build_components(
-    resolved: ResolvedConfig, plugins: Plugins, run_dir: Path, *, train: bool = True, task_paths: list[str] | None = None
+    resolved: ResolvedConfig, plugins: Plugins, run_dir: Path, *, train: bool = True, eval_set: str | None = None
 ) -> Components:
-    """Create every component of an RL run. ``train=False`` (evaluation) skips sampler and trainer."""
+    """Create every component of an RL run. ``train=False`` (evaluation) skips sampler and trainer; ``eval_set``
+    (a name of ``tasks.evaluation_sets()``) runs on that set instead of the training pool. The evaluation sets
+    are checked against the training pool first (:mod:`core.splits`): nothing evaluated may be trained on."""
     cfg = resolved.config
     seed = cfg.run.seed
-    paths = cfg.tasks.paths if task_paths is None else task_paths
     model = resolved.create("model", plugins, run_dir=run_dir)
     backend = resolved.create("environment", plugins, run_dir=run_dir)
     base_dir = resolved.source.parent if resolved.source else None
-    tasks = load_tasks(paths, base_dir=base_dir, convert=backend.convert_task,
-                       include=cfg.tasks.include if task_paths is None else None, domains=cfg.tasks.domains)
-    if not tasks:
-        raise_empty(paths)
     executor = resolved.create("judge", plugins)
     judge = JudgeServices.of(plugins, executor)
     try:
+        pools = TaskPools(cfg.tasks, base_dir=base_dir, convert=backend.convert_task, seed=seed)
+        tasks = pools.evaluation(eval_set) if eval_set is not None else pools.training()
+        pools.check(only=eval_set if not train else None)
         tasks = check_pool(tasks, backend, judge, policy=cfg.tasks.unsupported, run_dir=run_dir)
+        eval_tasks = None
+        if train and cfg.run.eval_set is not None:
+            eval_tasks = {t.id: t for t in check_pool(pools.evaluation(cfg.run.eval_set), backend, judge,
+                                                      policy=cfg.tasks.unsupported, run_dir=run_dir)}
     except ConfigError:
         close_now(backend.close(), executor.close())  # nothing started yet; leave nothing behind
         raise
@@ -93,7 +100,8 @@ def build_components(
         backend=backend, engine=engine, renderer=model.renderer(), segmenter=segmenter, judge=judge,
         settings=settings_from(resolved),
     )
-    return Components(model, backend, sampler, segmenter, trainer, engine, executor, {t.id: t for t in tasks}, deps)
+    return Components(model, backend, sampler, segmenter, trainer, engine, executor, {t.id: t for t in tasks}, deps,
+                      eval_tasks)
 
 
 
@@ -108,6 +116,51 @@ def close_now(*closing: Any) -> None:
     worker.join()
 
 
-def raise_empty(paths: list[str]) -> None:
-    raise ConfigError([f"tasks.paths: no tasks found in {paths or '(no paths given)'}; point it at task JSON "
+class TaskPools:
+    """The training pool (``tasks.paths``) and the evaluation sets of a config, each loaded once, on demand."""
+
+    def __init__(self, section: TasksSection, *, base_dir: Path | None, convert: Any, seed: int) -> None:
+        self.section, self.base_dir, self.convert, self.seed = section, base_dir, convert, seed
+        self.sets = section.evaluation_sets()
+        self._loaded: dict[str | None, list[Task]] = {}
+
+    def training(self) -> list[Task]:
+        if None not in self._loaded:
+            s = self.section
+            tasks = load_tasks(s.paths, base_dir=self.base_dir, convert=self.convert, include=s.include,
+                               domains=s.domains)
+            if not tasks:
+                raise_empty(s.paths)
+            self._loaded[None] = tasks
+        return self._loaded[None]
+
+    def evaluation(self, name: str) -> list[Task]:
+        if name not in self.sets:
+            known = ", ".join(self.sets) or "none: add tasks.eval_sets (or tasks.eval_paths)"
+            raise ConfigError([f"evaluation set {name!r} is not configured; the sets are: {known}"])
+        if name not in self._loaded:
+            spec = self.sets[name]
+            tasks = load_tasks(spec.paths, base_dir=self.base_dir, convert=self.convert,
+                               domains=self.section.domains)
+            if not tasks:
+                raise_empty(spec.paths, where=f"tasks.eval_sets.{name}.paths")
+            if spec.sample is not None and spec.sample < len(tasks):
+                import numpy as np
+
+                picks = np.random.default_rng([self.seed, len(tasks)]).choice(len(tasks), spec.sample, replace=False)
+                tasks = [tasks[i] for i in sorted(picks.tolist())]
+            self._loaded[name] = tasks
+        return self._loaded[name]
+
+    def check(self, only: str | None = None) -> None:
+        """Every evaluation set (or ``only`` that one) must be disjoint from the training pool (core/splits.py)."""
+        names = [n for n in ([only] if only is not None else self.sets) if not self.sets[n].training]
+        if not names:
+            return
+        check_splits({t.id: t for t in self.training()},
+                     {n: {t.id: t for t in self.evaluation(n)} for n in names})
+
+
+def raise_empty(paths: list[str], where: str = "tasks.paths") -> None:
+    raise ConfigError([f"{where}: no tasks found in {paths or '(no paths given)'}; point it at task JSON "
                        "files or directories, e.g. package:environments.tasks/osworld"])

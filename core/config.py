@@ -56,6 +56,9 @@ class RunSection(_Strict):
     #: ``core.eval`` (the same episodes each time, so the points are comparable) -> ``eval/success``; 0: never
     eval_every: int = Field(0, ge=0)
     eval_passes: int = Field(1, ge=1, description="rollouts per task of each periodic evaluation")
+    #: the evaluation set (``tasks.eval_sets``) periodic evaluations roll out on; null: the training pool. Never a
+    #: test set when its results choose a checkpoint (``recipe.rl.select: best``)
+    eval_set: str | None = None
     #: stop after the iteration that brings the training rollouts run (``rollout/episodes_run``: groups a sampler
     #: dropped included; initial pass and evaluations excluded) to at least this many, even before ``iterations``:
     #: samplers that draw extra rollouts (DAPO's refills) are then compared at equal cost
@@ -134,6 +137,17 @@ class RolloutSection(_Strict):
     max_staleness: int = Field(1, ge=0, description="async: most policy versions (iterations) a trained group may lag")
 
 
+class EvalSet(_Strict):
+    """A named evaluation set: task files or directories, or a seeded sample of them."""
+
+    paths: list[str]
+    #: evaluate a seeded random subset of this many tasks (e.g. a sample of the training split)
+    sample: int | None = Field(None, ge=1)
+    #: a sample of the training pool itself: it measures fit, not transfer, so it is exempt from the check that no
+    #: evaluation task is trained on (core/splits.py); every other set must be disjoint from ``tasks.paths``
+    training: bool = False
+
+
 class TasksSection(_Strict):
     """Where the training/evaluation task pool comes from.
 
@@ -144,13 +158,31 @@ class TasksSection(_Strict):
     paths: list[str] = Field(default_factory=list)
     include: list[str] | None = None
     domains: list[str] | None = None
+    #: one evaluation set (named ``eval``); ``eval_sets`` names several
     eval_paths: list[str] = Field(default_factory=list)
+    #: named evaluation sets, e.g. {validation: {paths: [...]}, test: {paths: [...]}, train: {paths: [...],
+    #: sample: 48, training: true}}: core.eval and the recipe's evaluate stage report each, run.eval_set picks
+    #: the one periodic evaluations use; loading them checks that none is trained on (core/splits.py)
+    eval_sets: dict[str, EvalSet] = Field(default_factory=dict)
     #: a JSON object {task_id: pass rate} measured earlier (the recipe's refine stage); the sampler starts
     #: from these estimates instead of its prior (and instead of an initial pass over those tasks)
     pass_rates: str | None = None
     #: a task naming a setup step, getter or metric nothing here provides: ``error`` (one config error listing
     #: them, before any desktop starts) or ``skip`` (left out, listed in skipped_tasks.json); core/task_check.py
     unsupported: Literal["error", "skip"] = "error"
+
+    @model_validator(mode="after")
+    def _one_way_to_name_evaluation(self) -> "TasksSection":
+        if self.eval_paths and self.eval_sets:
+            raise ValueError("give tasks.eval_paths (one set) or tasks.eval_sets (named sets), not both: e.g. "
+                             "eval_sets: {eval: {paths: [...]}}")
+        return self
+
+    def evaluation_sets(self) -> dict[str, EvalSet]:
+        """The named evaluation sets (``eval_paths`` is the set ``eval``); empty: evaluate the training pool."""
+        if self.eval_paths:
+            return {"eval": EvalSet(paths=list(self.eval_paths))}
+        return dict(self.eval_sets)
 
 
 #: config slot -> registry kind (the one table: core/kinds.py)
@@ -181,6 +213,14 @@ class Config(_Strict):
     trackers: list[Slot] = Field(default_factory=list)
     #: free-form sections owned by entry points (synthesis loop, evaluation, ablation)
     extra: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _eval_set_is_configured(self) -> "Config":
+        sets = self.tasks.evaluation_sets()
+        if self.run.eval_set is not None and self.run.eval_set not in sets:
+            raise ValueError(f"run.eval_set: {self.run.eval_set!r} is not one of tasks.eval_sets "
+                             f"({', '.join(sets) or 'none configured'})")
+        return self
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """``python -m core.eval --config FILE [--checkpoint DIR] [--passes 4] [KEY=VALUE ...]``.
 
-Runs every evaluation task ``passes`` times (``tasks.eval_paths``, else
-``tasks.paths``) and prints per-domain success rates with the standard
+Runs every evaluation task ``passes`` times (the set ``--set`` names in
+``tasks.eval_sets``; else ``tasks.eval_paths``; else ``tasks.paths``) and prints per-domain success rates with the standard
 deviation over passes, plus pass@k (k = 1, 2, 4, 8; the unbiased estimator,
 null where k exceeds the passes) in the layout of the paper's Table 2. Writes
 the same numbers as JSON (``--out``, default ``<run_dir>/eval.json``).
@@ -97,10 +97,14 @@ def format_table(table: Mapping[str, Any], title: str) -> str:
     return "\n".join(lines)
 
 
-async def evaluate(resolved: Any, plugins: Any, run_dir: Path, *, ckpt: Path | None, passes: int) -> dict[str, Any]:
+async def evaluate(resolved: Any, plugins: Any, run_dir: Path, *, ckpt: Path | None, passes: int,
+                   eval_set: str | None = None) -> dict[str, Any]:
+    """Roll ``ckpt`` out ``passes`` times on every task of ``eval_set`` (a ``tasks.eval_sets`` name; None: the
+    only set ``tasks.eval_paths`` names, else the training pool)."""
     cfg = resolved.config
-    # tasks.eval_paths when given; else the training pool (with its tasks.include / tasks.domains filters)
-    c = build_components(resolved, plugins, run_dir, train=False, task_paths=cfg.tasks.eval_paths or None)
+    if eval_set is None and cfg.tasks.eval_paths:
+        eval_set = "eval"
+    c = build_components(resolved, plugins, run_dir, train=False, eval_set=eval_set)
     try:
         if ckpt is not None:
             trainer = resolved.create("trainer", plugins, model=c.model, algorithm=cfg.algorithm, seed=cfg.run.seed)
@@ -121,7 +125,7 @@ async def evaluate(resolved: Any, plugins: Any, run_dir: Path, *, ckpt: Path | N
     groups = cfg.extra.get("eval_groups", {}) or {}
     table = summarize(results, c.tasks, passes, groups)
     rates = {g.task_id: sum(g.successes) / len(g.trajectories) for g in results}
-    return {"checkpoint": str(ckpt) if ckpt else None, "passes": passes, "seed": cfg.run.seed,
+    return {"checkpoint": str(ckpt) if ckpt else None, "eval_set": eval_set, "passes": passes, "seed": cfg.run.seed,
             "env_errors": stats.env_errors, "lost_rollouts": stats.lost_rollouts, "domains": table,
             "pass_rates": rates}
 
@@ -131,6 +135,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--checkpoint", type=Path, default=None, help="a checkpoint directory (iter_NNNNNN), or a run directory: its newest complete one")
     parser.add_argument("--passes", type=int, default=4, help="independent rollouts per task (default 4)")
     parser.add_argument("--out", type=Path, default=None, help="JSON output (default <run_dir>/eval.json)")
+    parser.add_argument("--set", dest="eval_set", default=None,
+                        help="the evaluation set of tasks.eval_sets to run (default: tasks.eval_paths, else the pool)")
     args = parser.parse_args(argv)
     if args.passes < 1:
         parser.error("--passes must be >= 1")
@@ -141,7 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                     required=REQUIRED_SLOTS)
     run_dir = rundir.prepare(resolved, plugins)
     logs.configure(resolved.config.run.log_level, run_dir / "log.jsonl")
-    result = asyncio.run(evaluate(resolved, plugins, run_dir, ckpt=args.checkpoint, passes=args.passes))
+    result = asyncio.run(evaluate(resolved, plugins, run_dir, ckpt=args.checkpoint, passes=args.passes,
+                                  eval_set=args.eval_set))
     out = args.out or run_dir / "eval.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     title = f"Success rates (%), {args.passes} passes" + (f", checkpoint {args.checkpoint}" if args.checkpoint else "")

@@ -242,10 +242,11 @@ class TrainingRun:
         return completed >= self.cfg.run.iterations or (budget is not None and self.rollouts_spent >= budget)
 
     async def evaluate(self, c: Components, it: int) -> dict[str, float]:
-        """The updated policy on the whole pool, with ``core.eval``'s episode seeds (comparable across calls
-        and with a ``core.eval`` of the starting checkpoint)."""
+        """The updated policy on ``run.eval_set`` (else the whole pool), with ``core.eval``'s episode seeds
+        (comparable across calls and with a ``core.eval`` of the starting checkpoint)."""
+        tasks = c.eval_tasks if c.eval_tasks is not None else c.tasks
         groups, stats = await collect_groups(
-            list(c.tasks), c.tasks, c.deps, n=self.cfg.run.eval_passes, concurrency=self.cfg.rollout_loop.concurrency,
+            list(tasks), tasks, c.deps, n=self.cfg.run.eval_passes, concurrency=self.cfg.rollout_loop.concurrency,
             retries=self.cfg.rollout_loop.env_retries, iteration=0, seed=self.cfg.run.seed, tag="eval",
         )
         write_rollouts(self.run_dir, it, groups, tag="eval")

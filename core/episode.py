@@ -51,6 +51,8 @@ class EpisodeSettings:
     temperature: float = _ALGORITHM["temperature"].default
     top_p: float = _ALGORITHM["top_p"].default
     max_parse_failures: int = _ALGORITHM["max_parse_failures"].default
+    #: greedy decoding (evaluations only: a greedy rollout has no spread for GRPO to learn from)
+    greedy: bool = False
     env_call_timeout_s: float = _LOOP["env_call_timeout_s"].default
     episode_timeout_s: float = _LOOP["episode_timeout_s"].default
 
@@ -143,6 +145,7 @@ async def run_episode(
                     top_p=s.top_p,
                     stop_ids=deps.renderer.stop_ids,
                     seed=None if seed is None else seed * 1000 + index,
+                    greedy=s.greedy,
                 )
             )
             context.add_response(generation.ids, generation.logprobs, generation.text)

@@ -25,6 +25,9 @@ class GenerationRequest:
     top_p: float = 1.0
     stop_ids: tuple[int, ...] = ()
     seed: int | None = None
+    #: greedy decoding (evaluation): the most likely token at every step; ``logprobs`` stay those of
+    #: ``softmax(logits / temperature)``, the distribution a sampled rollout would have drawn from
+    greedy: bool = False
 
 
 @dataclass

@@ -272,6 +272,8 @@ class HFRolloutEngine(RolloutEngine):
     def _sample(logp: Any, row: _Row) -> int:
         import torch
 
+        if row.request.greedy:
+            return int(torch.argmax(logp))
         probs = logp.exp()
         top_p = row.request.top_p
         if top_p < 1.0:

@@ -220,7 +220,7 @@ class OpenAICompatibleEngine(RolloutEngine):
 
     def _sampling(self, request: GenerationRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
-            "temperature": request.temperature, "top_p": request.top_p, "n": 1,
+            "temperature": 0.0 if request.greedy else request.temperature, "top_p": request.top_p, "n": 1,
             "stop_token_ids": list(request.stop_ids), "return_token_ids": True, "skip_special_tokens": False,
         }
         if request.seed is not None:

@@ -118,7 +118,8 @@ def sampling_kwargs(request: GenerationRequest, logit_bias: dict[int, float], se
     if banned:
         raise ValueError(f"stop ids {sorted(banned)} are suppressed tokens; the response could never stop")
     return {
-        "n": 1, "temperature": request.temperature, "top_p": request.top_p, "top_k": 0,
+        # vLLM decodes greedily at temperature 0 (its logprobs are then the raw logits' log-softmax)
+        "n": 1, "temperature": 0.0 if request.greedy else request.temperature, "top_p": request.top_p, "top_k": 0,
         "max_tokens": request.max_new_tokens, "stop_token_ids": list(request.stop_ids), "ignore_eos": True,
         "seed": seed, "logprobs": 0, "logit_bias": dict(logit_bias) or None, "detokenize": False,
         "skip_special_tokens": False,

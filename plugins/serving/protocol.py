@@ -62,9 +62,11 @@ def sampling_request(body: Mapping[str, Any], prompt_ids: list[int], images: lis
                              "policy (temperature, top_p, seed, max tokens, stop token ids); remove the field",
                              param=where + key)
     temperature = _number(body, "temperature", 1.0, where)
-    if temperature <= 0:
-        raise BadRequest(f"{where}temperature must be > 0: the served policy samples (greedy decoding is not "
-                         "supported)", param=where + "temperature")
+    if temperature < 0:
+        raise BadRequest(f"{where}temperature must be >= 0 (0: greedy decoding), got {temperature}",
+                         param=where + "temperature")
+    greedy = temperature == 0  # as vLLM: temperature 0 decodes greedily, logprobs of the raw logits
+    temperature = 1.0 if greedy else temperature
     top_p = _number(body, "top_p", 1.0, where)
     if not 0 < top_p <= 1:
         raise BadRequest(f"{where}top_p must be in (0, 1], got {top_p}", param=where + "top_p")
@@ -85,7 +87,7 @@ def sampling_request(body: Mapping[str, Any], prompt_ids: list[int], images: lis
     # the model's end-of-turn tokens always stop, as vLLM stops at EOS unless ignore_eos
     stop_ids = tuple(dict.fromkeys([*stops, *renderer.stop_ids]))
     return GenerationRequest(prompt_ids=prompt_ids, images=images, max_new_tokens=max_tokens,
-                             temperature=temperature, top_p=top_p, stop_ids=stop_ids, seed=seed)
+                             temperature=temperature, top_p=top_p, stop_ids=stop_ids, seed=seed, greedy=greedy)
 
 
 def check_logprobs_count(value: Any, field: str) -> bool:

@@ -16,7 +16,7 @@ real server on any machine:
   ``GET /is_paused``, ``GET /get_world_size``.
 
 Differences from vLLM: one choice per request, no streaming, sampling only
-(temperature > 0); ``/pause`` always waits for in-flight requests (an
+(temperature 0: greedy, as vLLM); ``/pause`` always waits for in-flight requests (an
 in-process generation cannot be aborted); with ``--api-key`` every route but
 ``/health`` needs the key (vLLM guards only ``/v1``). Binds to 127.0.0.1
 unless told otherwise: the weight routes let any caller replace the model.

@@ -139,6 +139,18 @@ def test_top_p_truncates_the_draw(policy_model, prompts) -> None:
     assert narrow.ids[0] == greedy
 
 
+def test_greedy_decoding_follows_the_argmax_whatever_the_seed(policy_model, prompts) -> None:
+    renderer = policy_model.renderer()
+    engine = _engine(policy_model)
+    outs = [asyncio.run(engine.generate(_request(prompts[0], renderer, seed=s, greedy=True, max_new_tokens=8)))
+            for s in (1, 2, 3)]
+    assert all(o.ids == outs[0].ids for o in outs)
+    narrow = asyncio.run(engine.generate(_request(prompts[0], renderer, seed=9, top_p=1e-6, max_new_tokens=8)))
+    assert outs[0].ids == narrow.ids  # the tiniest nucleus is greedy too
+    # the logprobs are those of the sampling distribution at the request's temperature
+    assert outs[0].logprobs == pytest.approx(narrow.logprobs, abs=1e-5)
+
+
 def test_weight_updates_and_requests_are_checked(policy_model, prompts) -> None:
     renderer = policy_model.renderer()
     engine = _engine(policy_model)

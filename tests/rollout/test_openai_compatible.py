@@ -175,9 +175,9 @@ def test_chat_path_reports_a_retokenized_prompt_loudly(served: Any) -> None:
 
 def test_server_refusals_reach_the_caller_with_their_reason(served: Any) -> None:
     _, url = served
-    greedy = GenerationRequest(prompt_ids=text_prompt(), images=[], max_new_tokens=4, temperature=0.0)
-    with pytest.raises(RemoteEngineError, match="temperature must be > 0") as err:
-        run(remote_engine(url), greedy)
+    negative = GenerationRequest(prompt_ids=text_prompt(), images=[], max_new_tokens=4, temperature=-0.5)
+    with pytest.raises(RemoteEngineError, match="temperature must be >= 0") as err:
+        run(remote_engine(url), negative)
     assert err.value.status == 400
     with pytest.raises(RemoteEngineError, match="does not exist"):
         run(remote_engine(url, served_model="other-model"), request(text_prompt()))
@@ -280,3 +280,12 @@ def test_nccl_backend_without_vllm_says_how_to_fix_it(served: Any) -> None:
     engine = remote_engine(url, weight_transfer={"backend": "nccl"})
     with pytest.raises(WeightSyncError, match=r"pip install 'scalecua\[gpu\]'"):
         sync_weights(_Weights(_perturbed(hf_engine(), 0.0, 0)[:1]), engine, 1)
+
+
+def test_greedy_requests_decode_the_most_likely_token_whatever_the_seed(served: Any) -> None:
+    """``greedy`` goes out as temperature 0 (vLLM's greedy decoding); the served model answers with its argmax."""
+    _, url = served
+    outs = [run(remote_engine(url), GenerationRequest(prompt_ids=text_prompt(), images=[], max_new_tokens=6,
+                                                      temperature=0.8, seed=seed, greedy=True))[0]
+            for seed in (1, 2, 3)]
+    assert outs[0].ids and all(o.ids == outs[0].ids for o in outs)

@@ -73,7 +73,7 @@ def test_render_returns_a_generate_request_whose_features_fit_the_token_ids(serv
 @pytest.mark.parametrize(
     ("path", "body", "status", "words"),
     [
-        ("/v1/completions", {"prompt": [1, 2], "temperature": 0}, 400, ["temperature", "greedy"]),
+        ("/v1/completions", {"prompt": [1, 2], "temperature": -1}, 400, ["temperature", "greedy"]),
         ("/v1/completions", {"prompt": [1, 99999]}, 400, ["99999", "outside the vocabulary"]),
         ("/v1/completions", {"prompt": []}, 400, ["prompt", "non-empty"]),
         ("/v1/completions", {"prompt": [1, 2], "top_k": 5}, 400, ["top_k=5", "not supported"]),

@@ -8,8 +8,11 @@ warm start's batches, the episodes and the sampler all change with it), and prin
 
 * ``per_seed``: warm-start and post-RL success (``core.eval``: mean and std over passes, the same tasks and
   seeds before and after), the gain, the lowest training-batch success of any RL iteration relative to the
-  warm start's success (a collapse shows here), the KL stops, wall time per stage;
-* ``mean`` and ``spread`` (sd, min, max) of the gain over the seeds, and the gains one by one;
+  warm start's success (a collapse shows here), the KL stops, wall time per stage; with evaluation sets
+  (``recipe.evaluate.sets``, e.g. ``configs/families-rl.yaml``) each set's numbers too: sampled, greedy,
+  pass@k, the floors and the per-family table, and the segments per episode and batch-versus-pool sizes of RL;
+* ``mean`` and ``spread`` (sd, min, max) of the gain over the seeds, and the gains one by one (the headline:
+  the first evaluation set, else the pool), and each set's mean gain;
 * ``targets``: the learning issue's, each with whether every run met it; ``machine`` and ``settings``.
 
 ``--quick`` (a smoke run of the whole path, not a learning measurement: 2 tasks, 2 warm-start epochs,
@@ -33,6 +36,8 @@ from typing import Any, Sequence
 ROOT = Path(__file__).resolve().parents[1]
 #: the learning issue's targets on the evaluation split (absolute success, 0..1)
 TARGETS = {"mean_gain": 0.10, "every_seed_gain": 0.05, "lowest_training_success_vs_warm_start": -0.10}
+#: and on a sample of the training split (an evaluation set named ``train``), when the config has one
+TRAIN_TARGET = 0.15
 QUICK = ["tasks.include=[os-count-lines,os-make-executable]", "run.iterations=1", "run.checkpoint_every=1",
          "warm_start.epochs=2", "algorithm.batch_size=2", "algorithm.n_rollouts=2", "algorithm.max_turns=4",
          "recipe.refine.rollouts=1", "recipe.evaluate.passes=1", "environment.options.settle_s=0.0"]
@@ -62,9 +67,15 @@ def seed_result(seed: int, summary: dict[str, Any], metrics: list[dict[str, Any]
     before, after = summary.get("warm_start_success") or {}, summary.get("post_rl_success") or {}
     batch = [r.get("success/rate", 0.0) for r in metrics]
     lowest = min(batch) - before["success"] if batch and "success" in before else None
+    per_episode = [r["segments/per_episode"] for r in metrics if "segments/per_episode" in r]
     return {
         "seed": seed, "wall_s": wall, "stage_seconds": summary.get("stage_seconds"),
         "warm_start": before, "after_rl": after, "gain": summary.get("rl_gain"),
+        "eval_sets": summary.get("eval_sets"),
+        "segments_per_episode": {"mean": round(statistics.fmean(per_episode), 3),
+                                 "max_iteration_mean": max(per_episode)} if per_episode else None,
+        "batch_vs_pool": {"batch_tasks_max": max((r.get("groups/kept", 0) for r in metrics), default=None),
+                          "pool_tasks": max((r.get("sampler/selectable_tasks", 0) for r in metrics), default=None)},
         "lowest_training_success_vs_warm_start": None if lowest is None else round(lowest, 4),
         "training_success_per_iteration": [round(v, 4) for v in batch],
         "kl_stops": sum(1 for r in metrics if r.get("train/actor/kl_stopped")),
@@ -81,8 +92,12 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
         return {"mean": None, "spread": None, "targets": None}
     mean = statistics.fmean(gains)
     mean_of = lambda key: round(statistics.fmean(r[key]["success"] for r in runs if r.get(key)), 4)  # noqa: E731
+    sets = {name: _set_means([r["eval_sets"][name] for r in runs if (r.get("eval_sets") or {}).get(name)])
+            for name in dict.fromkeys(n for r in runs for n in (r.get("eval_sets") or {}))}
+    train = sets.get("train", {}).get("gain")
     return {
         "mean": {"warm_start": mean_of("warm_start"), "after_rl": mean_of("after_rl"), "gain": round(mean, 4)},
+        "sets": sets,
         "spread": {"gain_sd": round(statistics.stdev(gains), 4) if len(gains) > 1 else 0.0,
                    "gain_min": min(gains), "gain_max": max(gains), "gains": gains},
         "targets": {
@@ -94,8 +109,28 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 "target": TARGETS["lowest_training_success_vs_warm_start"],
                 "measured": min(lows) if lows else None,
                 "met": bool(lows) and min(lows) >= TARGETS["lowest_training_success_vs_warm_start"]},
+            **({"train_sample_mean_gain": {"target": TRAIN_TARGET, "measured": train, "met": train >= TRAIN_TARGET}}
+               if train is not None else {}),
         },
     }
+
+
+def _set_means(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One evaluation set over the seeds: mean success before/after (sampled and greedy), gain, floors."""
+    mean = lambda values: round(statistics.fmean(values), 4) if values else None  # noqa: E731
+    pick = lambda *path: [_dig(r, path) for r in rows if _dig(r, path) is not None]  # noqa: E731
+    return {"seeds": len(rows), "warm_start": mean(pick("warm_start", "success")),
+            "after_rl": mean(pick("after_rl", "success")), "gain": mean(pick("gain")),
+            "gains": pick("gain"),
+            "greedy": {"warm_start": mean(pick("greedy", "warm_start", "success")),
+                       "after_rl": mean(pick("greedy", "after_rl", "success"))},
+            "floors": {name: mean(pick("floors", name)) for name in (rows[0].get("floors") or {})} if rows else {}}
+
+
+def _dig(row: Any, path: Sequence[str]) -> Any:
+    for key in path:
+        row = row.get(key) if isinstance(row, dict) else None
+    return row
 
 
 def main() -> int:

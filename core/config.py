@@ -220,6 +220,11 @@ class Config(_Strict):
         if self.run.eval_set is not None and self.run.eval_set not in sets:
             raise ValueError(f"run.eval_set: {self.run.eval_set!r} is not one of tasks.eval_sets "
                              f"({', '.join(sets) or 'none configured'})")
+        wanted = (self.recipe.evaluate.sets or []) if self.recipe else []
+        unknown = [name for name in wanted if name not in sets]
+        if unknown:
+            raise ValueError(f"recipe.evaluate.sets: {unknown} not among tasks.eval_sets "
+                             f"({', '.join(sets) or 'none configured'}); name them under tasks.eval_sets")
         return self
 
 

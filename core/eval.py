@@ -14,6 +14,7 @@ impress).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import statistics
@@ -83,6 +84,16 @@ def summarize(results: Sequence[RolloutGroup], tasks: Mapping[str, Task], passes
     return table
 
 
+def by_family(results: Sequence[RolloutGroup], tasks: Mapping[str, Task]) -> dict[str, Any]:
+    """Success (%) per task family (``metadata.family``, :mod:`plugins.synthesis.families`); {} without families."""
+    rows: dict[str, list[float]] = {}
+    for group in results:
+        family = tasks[group.task_id].metadata.get("family")
+        if family is not None and group.trajectories:
+            rows.setdefault(str(family), []).append(statistics.fmean(t.success for t in group.trajectories))
+    return {f: {"tasks": len(r), "success": round(100.0 * statistics.fmean(r), 2)} for f, r in sorted(rows.items())}
+
+
 def format_table(table: Mapping[str, Any], title: str) -> str:
     domains = [d for d in table if d != "Overall"] + ["Overall"]
     width = max(10, *(len(d) for d in domains)) + 2
@@ -98,9 +109,9 @@ def format_table(table: Mapping[str, Any], title: str) -> str:
 
 
 async def evaluate(resolved: Any, plugins: Any, run_dir: Path, *, ckpt: Path | None, passes: int,
-                   eval_set: str | None = None) -> dict[str, Any]:
+                   eval_set: str | None = None, greedy: bool = False) -> dict[str, Any]:
     """Roll ``ckpt`` out ``passes`` times on every task of ``eval_set`` (a ``tasks.eval_sets`` name; None: the
-    only set ``tasks.eval_paths`` names, else the training pool)."""
+    only set ``tasks.eval_paths`` names, else the training pool); ``greedy``: decode the most likely token."""
     cfg = resolved.config
     if eval_set is None and cfg.tasks.eval_paths:
         eval_set = "eval"
@@ -115,8 +126,10 @@ async def evaluate(resolved: Any, plugins: Any, run_dir: Path, *, ckpt: Path | N
                 sync_weights(trainer, c.engine, checkpoint.iteration_of(ckpt) or 0)
             finally:
                 trainer.close()
+        deps = dataclasses.replace(c.deps, settings=dataclasses.replace(c.deps.settings, greedy=True)) if greedy \
+            else c.deps
         results, stats = await collect_groups(
-            list(c.tasks), c.tasks, c.deps, n=passes, concurrency=cfg.rollout_loop.concurrency,
+            list(c.tasks), c.tasks, deps, n=passes, concurrency=cfg.rollout_loop.concurrency,
             retries=cfg.rollout_loop.env_retries, iteration=0, seed=cfg.run.seed, tag="eval",
         )
     finally:
@@ -126,8 +139,8 @@ async def evaluate(resolved: Any, plugins: Any, run_dir: Path, *, ckpt: Path | N
     table = summarize(results, c.tasks, passes, groups)
     rates = {g.task_id: sum(g.successes) / len(g.trajectories) for g in results}
     return {"checkpoint": str(ckpt) if ckpt else None, "eval_set": eval_set, "passes": passes, "seed": cfg.run.seed,
-            "env_errors": stats.env_errors, "lost_rollouts": stats.lost_rollouts, "domains": table,
-            "pass_rates": rates}
+            "greedy": greedy, "env_errors": stats.env_errors, "lost_rollouts": stats.lost_rollouts, "domains": table,
+            "families": by_family(results, c.tasks), "pass_rates": rates}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -135,6 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--checkpoint", type=Path, default=None, help="a checkpoint directory (iter_NNNNNN), or a run directory: its newest complete one")
     parser.add_argument("--passes", type=int, default=4, help="independent rollouts per task (default 4)")
     parser.add_argument("--out", type=Path, default=None, help="JSON output (default <run_dir>/eval.json)")
+    parser.add_argument("--greedy", action="store_true", help="greedy decoding (default: sampled at the "
+                        "algorithm's temperature)")
     parser.add_argument("--set", dest="eval_set", default=None,
                         help="the evaluation set of tasks.eval_sets to run (default: tasks.eval_paths, else the pool)")
     args = parser.parse_args(argv)
@@ -148,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_dir = rundir.prepare(resolved, plugins)
     logs.configure(resolved.config.run.log_level, run_dir / "log.jsonl")
     result = asyncio.run(evaluate(resolved, plugins, run_dir, ckpt=args.checkpoint, passes=args.passes,
-                                  eval_set=args.eval_set))
+                                  eval_set=args.eval_set, greedy=args.greedy))
     out = args.out or run_dir / "eval.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     title = f"Success rates (%), {args.passes} passes" + (f", checkpoint {args.checkpoint}" if args.checkpoint else "")

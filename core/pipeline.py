@@ -3,6 +3,9 @@
 The stages of ``recipe.stages`` run in order, each a run directory of its own
 under one recipe directory; a stage reads what earlier stages wrote, by path:
 
+0. ``synthesize`` (when listed) — the task pool through VeriGen (:mod:`core.synthesize` on
+   ``recipe.synthesize.config``) -> ``synthesize/pool/<split>/``, which ``pool:<split>`` task paths of
+   the other stages name (``configs/families-rl.yaml``).
 1. ``warm_start`` — supervised fine-tuning on demonstrations (:mod:`core.sft`)
    -> ``warm_start/checkpoints/iter_NNNNNN``.
 2. ``refine`` — the warm-started model rolls out on a subset of the pool ->
@@ -14,9 +17,11 @@ under one recipe directory; a stage reads what earlier stages wrote, by path:
 3. ``rl`` — online RL (:mod:`core.loop`) from the warm start
    (``run.init_from``) on the refined pool, the sampler seeded with the
    measured pass rates (``tasks.pass_rates``) -> ``rl/``.
-4. ``evaluate`` — the warm start and the final RL checkpoint on the RL pool,
-   the same tasks and seeds, ``passes`` each -> ``evaluate/before_after.json``
-   and a table.
+4. ``evaluate`` — the warm start and the final RL checkpoint on the RL pool
+   or on each of ``recipe.evaluate.sets`` (``tasks.eval_sets``: a test split,
+   a train sample), the same tasks and seeds, ``passes`` each, optionally a
+   greedy pass and the floors (:mod:`core.floors`) -> ``evaluate/before_after.json``
+   and tables (per domain, per family).
 
 ``pipeline.json`` records each stage's status and outputs. ``--resume`` skips
 completed stages and resumes the stage in progress from its own checkpoint
@@ -39,10 +44,11 @@ import structlog
 
 from core import checkpoint, logs, rundir
 from core.cli import config_parser, main_guard
-from core.config import ResolvedConfig, apply_overrides, load_config, validate
+from core.config import ResolvedConfig, apply_overrides, load_config, load_raw, validate
 from core.errors import ConfigError, ScaleCUAError
 from core.pluginmanager import Plugins
 from core.stage_config import RecipeSection
+from core.tasks import POOL_PREFIX
 
 log = structlog.get_logger(__name__)
 STATE_FILE = "pipeline.json"
@@ -94,7 +100,22 @@ class Recipe:
 
     def stage_config(self, name: str, overrides: Mapping[str, Any], required: Sequence[str]) -> ResolvedConfig:
         raw = apply_overrides(self.resolved.raw, dict(overrides), where=f"recipe.{name}")
-        return validate(raw, self.plugins, required=required, source=self.resolved.source)
+        return validate(self._pool_paths(raw, name), self.plugins, required=required, source=self.resolved.source)
+
+    def _pool_paths(self, raw: dict[str, Any], consumer: str) -> dict[str, Any]:
+        """``pool:<split>`` task paths -> the synthesize stage's exported ``pool/<split>``."""
+        tasks = raw.get("tasks") or {}
+        lists = [tasks.get("paths") or [], tasks.get("eval_paths") or [],
+                 *((s or {}).get("paths") or [] for s in (tasks.get("eval_sets") or {}).values())]
+        if not any(str(p).startswith(POOL_PREFIX) for paths in lists for p in paths):
+            return raw
+        if "synthesize" not in self.recipe.stages:
+            raise ConfigError([f"tasks: {POOL_PREFIX}<split> paths name the pool of the synthesize stage, which "
+                               f"recipe.stages {self.recipe.stages} does not run; add it first"])
+        pool = Path(self.require("synthesize", "pool", consumer))
+        for paths in lists:
+            paths[:] = [str(pool / p[len(POOL_PREFIX):]) if str(p).startswith(POOL_PREFIX) else p for p in paths]
+        return raw
 
     # -- the run -------------------------------------------------------------------
 
@@ -127,6 +148,36 @@ class Recipe:
         print(json.dumps(summary, indent=2))
         return 0
 
+    def run_synthesize(self, where: Path, *, resume: bool) -> dict[str, Any]:
+        """The pool through VeriGen (:mod:`core.synthesize`), exported by split to ``where/pool``; a resumed
+        stage starts over (the synthesis store is not checkpointed across its export)."""
+        from core.config_files import resolve_config_path
+        from core.synthesize import REQUIRED_SLOTS, check_roles, synthesize
+
+        spec = self.recipe.synthesize
+        assert spec is not None  # the recipe section's validator
+        if where.exists():
+            shutil.rmtree(where)
+        source = Path(spec.config)
+        base = self.resolved.source.parent if self.resolved.source else Path.cwd()
+        path = resolve_config_path(base / source if not source.is_absolute() and (base / source).is_file()
+                                   else spec.config)
+        raw = apply_overrides(load_raw(path), {"run.seed": self.resolved.config.run.seed, **spec.overrides,
+                                               "synthesis.pipeline.options.export_dir": str(where / "pool")},
+                              where="recipe.synthesize")
+        resolved = validate(raw, self.plugins, required=REQUIRED_SLOTS, source=path)
+        check_roles(resolved)
+        rundir.prepare_at(where, resolved, self.plugins)
+        summary = asyncio.run(synthesize(resolved, self.plugins, where))
+        rundir.write_json_atomic(where / "summary.json", summary)
+        splits = {p.name: len(list(p.rglob("*.json"))) for p in sorted((where / "pool").iterdir()) if p.is_dir()} \
+            if (where / "pool").is_dir() else {}
+        if not splits:
+            raise StageInputMissing(f"the synthesize stage accepted no task (see {where / 'summary.json'}); the "
+                                    "later stages have no pool")
+        log.info("pool synthesized", splits=splits, pool=str(where / "pool"))
+        return {"pool": str(where / "pool"), "splits": splits, "summary": str(where / "summary.json")}
+
     def run_warm_start(self, where: Path, *, resume: bool) -> dict[str, Any]:
         from core.sft import REQUIRED_SLOTS, WarmStart
 
@@ -140,17 +191,19 @@ class Recipe:
             return self.require("warm_start", "checkpoint", consumer)
         return self.resolved.config.run.init_from
 
-    def _pool_ids(self, resolved: ResolvedConfig) -> list[str]:
+    def _pool_tasks(self, resolved: ResolvedConfig) -> list[Any]:
         from core.tasks import load_tasks
 
         backend_kind = resolved.create("environment", self.plugins, run_dir=None)
         try:
             base_dir = resolved.source.parent if resolved.source else None
-            tasks = load_tasks(resolved.config.tasks.paths, base_dir=base_dir, convert=backend_kind.convert_task,
-                               include=resolved.config.tasks.include, domains=resolved.config.tasks.domains)
+            return load_tasks(resolved.config.tasks.paths, base_dir=base_dir, convert=backend_kind.convert_task,
+                              include=resolved.config.tasks.include, domains=resolved.config.tasks.domains)
         finally:
             asyncio.run(backend_kind.close())
-        return [t.id for t in tasks]
+
+    def _pool_ids(self, resolved: ResolvedConfig) -> list[str]:
+        return [t.id for t in self._pool_tasks(resolved)]
 
     def run_refine(self, where: Path, *, resume: bool) -> dict[str, Any]:
         from core.eval import evaluate
@@ -251,6 +304,10 @@ class Recipe:
         return None
 
     def run_evaluate(self, where: Path, *, resume: bool) -> dict[str, Any]:
+        """Each set of ``recipe.evaluate.sets`` (default: the RL pool) from the warm start and the final RL
+        checkpoint, sampled (``passes``) and greedy (one pass), and the set's floors. ``before_after.json``:
+        ``{"sets": {name: {"before", "after", "before_greedy", "after_greedy", "floors"}}}`` with the first
+        set's ``before`` and ``after`` also at the top (the headline)."""
         from core.eval import evaluate
 
         spec = self.recipe.evaluate
@@ -258,24 +315,44 @@ class Recipe:
         resolved = self.stage_config("evaluate", {**overrides, **spec.overrides}, EVAL_SLOTS)
         after = self.require("rl", "checkpoint", "evaluate") if "rl" in self.recipe.stages else None
         before = self._warm_checkpoint("evaluate")
-        results = {}
-        reused = self._refine_as_before(before, resolved)
-        if reused is not None:
-            results["before"] = reused
-        for label, ckpt in (("before", before), ("after", after)):
-            if label in results or (label == "after" and ckpt is None):
-                continue
-            run_dir = where / label
-            if run_dir.exists():
-                shutil.rmtree(run_dir)
-            rundir.prepare_at(run_dir, resolved, self.plugins)
-            results[label] = asyncio.run(evaluate(resolved, self.plugins, run_dir,
-                                                  ckpt=Path(ckpt) if ckpt else None, passes=spec.passes))
-            rundir.write_json_atomic(run_dir / "eval.json", results[label])
-        rundir.write_json_atomic(where / "before_after.json", results)
-        from core.recipe_report import before_after_table
+        targets: list[str | None] = list(spec.sets) if spec.sets else [None]
+        sets: dict[str, dict[str, Any]] = {}
+        for target in targets:
+            name, results = target or "pool", {}
+            base = where if target is None else where / target
+            reused = self._refine_as_before(before, resolved) if target is None else None
+            if reused is not None:
+                results["before"] = reused
+            runs = [(label, ckpt, greedy) for greedy in ((False, True) if spec.greedy else (False,))
+                    for label, ckpt in (("before", before), ("after", after)) if label == "before" or ckpt]
+            for label, ckpt, greedy in runs:
+                key = label + ("_greedy" if greedy else "")
+                if key in results:
+                    continue
+                run_dir = base / key
+                if run_dir.exists():
+                    shutil.rmtree(run_dir)
+                rundir.prepare_at(run_dir, resolved, self.plugins)
+                results[key] = asyncio.run(evaluate(resolved, self.plugins, run_dir, ckpt=Path(ckpt) if ckpt else None,
+                                                    passes=1 if greedy else spec.passes, eval_set=target,
+                                                    greedy=greedy))
+                rundir.write_json_atomic(run_dir / "eval.json", results[key])
+            if spec.floors:
+                from core.floors import measure_floors
 
-        table = before_after_table(results)
+                run_dir = base / "floors"
+                if run_dir.exists():
+                    shutil.rmtree(run_dir)
+                rundir.prepare_at(run_dir, resolved, self.plugins)
+                results["floors"] = asyncio.run(measure_floors(resolved, self.plugins, run_dir, eval_set=target,
+                                                               train_tasks=self._pool_tasks(resolved)))
+            sets[name] = results
+        headline = sets[targets[0] or "pool"]
+        everything = {"before": headline.get("before"), "after": headline.get("after"), "sets": sets}
+        rundir.write_json_atomic(where / "before_after.json", everything)
+        from core.recipe_report import before_after_report
+
+        table = before_after_report(everything)
         (where / "before_after.md").write_text(table + "\n", encoding="utf-8")
         print(table)
         return {"before_after": str(where / "before_after.json"), "table": str(where / "before_after.md")}

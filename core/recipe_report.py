@@ -1,7 +1,9 @@
 """The recipe's report: ``report/summary.json``, ``report/curves.png`` and the before/after table.
 
 ``summary.json`` holds the warm start's held-out loss, warm-start and post-RL
-success on the evaluation pool (mean and std over passes), the RL stage's
+success on the evaluation pool (mean and std over passes; with
+``recipe.evaluate.sets``, per set under ``eval_sets``: sampled, greedy, pass@k,
+floors and a paired per-family table; the first set is the headline), the RL stage's
 success and informative-group share per iteration, the wall time of every
 stage and the machine it ran on.
 """
@@ -59,6 +61,60 @@ def before_after_table(results: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _pct(result: Mapping[str, Any] | None) -> str:
+    return f"{result['domains']['Overall']['success']:.1f}" if result else "-"
+
+
+def set_summary(results: Mapping[str, Any]) -> dict[str, Any]:
+    """One evaluation set's numbers (0..1): sampled, greedy, pass@k, floors and a paired per-family table."""
+    before, after = results.get("before"), results.get("after")
+    out: dict[str, Any] = {"warm_start": overall(before), "after_rl": overall(after)}
+    if out["warm_start"] and out["after_rl"]:
+        out["gain"] = round(out["after_rl"]["success"] - out["warm_start"]["success"], 4)
+    if results.get("before_greedy") or results.get("after_greedy"):
+        out["greedy"] = {"warm_start": overall(results.get("before_greedy")),
+                         "after_rl": overall(results.get("after_greedy"))}
+    out["pass_at"] = {label: {k: None if v is None else round(v / 100.0, 4)
+                              for k, v in r["domains"]["Overall"]["pass_at"].items()}
+                      for label, r in (("warm_start", before), ("after_rl", after)) if r}
+    if results.get("floors"):
+        out["floors"] = {name: floor["success"] for name, floor in results["floors"].items()}
+    families = sorted({*((before or {}).get("families") or {}), *((after or {}).get("families") or {})})
+    if families:
+        cell = lambda r, f: round(r["families"][f]["success"] / 100.0, 4) if r and f in r.get("families", {}) else None  # noqa: E731
+        out["families"] = {f: {"tasks": ((before or after)["families"].get(f) or {}).get("tasks"),
+                               "warm_start": cell(before, f), "after_rl": cell(after, f)} for f in families}
+    return out
+
+
+def before_after_report(results: Mapping[str, Any]) -> str:
+    """Markdown: for each evaluation set, the per-domain table, greedy and pass@k, floors, the per-family table."""
+    sets = results.get("sets") or {"pool": results}
+    parts = []
+    for name, r in sets.items():
+        lines = [f"## {name}", "", before_after_table(r), ""]
+        lines += ["| measure | warm start | after RL |", "|---|---|---|"]
+        if r.get("before_greedy") or r.get("after_greedy"):
+            lines.append(f"| greedy (1 pass) | {_pct(r.get('before_greedy'))} | {_pct(r.get('after_greedy'))} |")
+        for k in ("1", "2", "4", "8"):
+            cells = [(x or {}).get("domains", {}).get("Overall", {}).get("pass_at", {}).get(k) for x in
+                     (r.get("before"), r.get("after"))]
+            if any(c is not None for c in cells):
+                lines.append(f"| pass@{k} | " + " | ".join("-" if c is None else f"{c:.1f}" for c in cells) + " |")
+        for floor, value in (r.get("floors") or {}).items():
+            lines.append(f"| floor: {floor} | {100 * value['success']:.1f} | |")
+        families = set_summary(r).get("families")
+        if families:
+            lines += ["", "| family | tasks | warm start | after RL | change |", "|---|---|---|---|---|"]
+            for family, row in families.items():
+                b, a = row["warm_start"], row["after_rl"]
+                change = f"{100 * (a - b):+.1f}" if a is not None and b is not None else "-"
+                lines.append(f"| {family} | {row['tasks']} | " + " | ".join(
+                    "-" if v is None else f"{100 * v:.1f}" for v in (b, a)) + f" | {change} |")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
 def plot_recipe_curves(records: list[dict[str, Any]], evals: Mapping[str, Any], path: Path) -> None:
     """Success against policy updates: training batches (rolled out before update i), the periodic
     evaluations (``run.eval_every``, after update i+1) and the recipe's before/after evaluation."""
@@ -103,7 +159,8 @@ def write_recipe_report(root: Path, state: Mapping[str, Any]) -> dict[str, Any]:
     warm = stages.get("warm_start", {}).get("outputs") or {}
     if warm.get("summary") and Path(warm["summary"]).is_file():
         ws = json.loads(Path(warm["summary"]).read_text(encoding="utf-8"))
-        summary["warm_start"] = {k: ws[k] for k in ("steps", "demonstrations", "train_loss", "held_out_loss")}
+        keys = ("steps", "demonstrations", "segments", "train_loss", "held_out_loss")
+        summary["warm_start"] = {k: ws[k] for k in keys if k in ws}
     evals: dict[str, Any] = {}
     ev = stages.get("evaluate", {}).get("outputs") or {}
     if ev.get("before_after") and Path(ev["before_after"]).is_file():
@@ -113,6 +170,8 @@ def write_recipe_report(root: Path, state: Mapping[str, Any]) -> dict[str, Any]:
         if summary["warm_start_success"] and summary["post_rl_success"]:
             summary["rl_gain"] = round(summary["post_rl_success"]["success"]
                                        - summary["warm_start_success"]["success"], 4)
+        if evals.get("sets"):
+            summary["eval_sets"] = {name: set_summary(r) for name, r in evals["sets"].items()}
     records = MetricsLog(root / "rl").read() if (root / "rl").is_dir() else []
     if records:
         summary["rl"] = {

@@ -83,8 +83,9 @@ class RecordResult:
 
 
 async def record_oracles(tasks: Sequence[Task], deps: EpisodeDeps, *, repeats: int = 1, concurrency: int = 2,
-                         retries: int = 3) -> RecordResult:
-    """Run every task's oracle ``repeats`` times; keep the runs its judge scores 1."""
+                         retries: int = 3, warn: bool = True) -> RecordResult:
+    """Run every task's oracle ``repeats`` times; keep the runs its judge scores 1 (``warn``: log each that is
+    not; off where failing is expected, e.g. :mod:`core.floors`)."""
     limit = asyncio.Semaphore(concurrency)
     result = RecordResult([], {})
     max_turns = deps.settings.max_turns
@@ -115,7 +116,8 @@ async def record_oracles(tasks: Sequence[Task], deps: EpisodeDeps, *, repeats: i
             j = traj.judgement
             result.failed[tid] = (f"the judge scored the oracle's final state {j.score:g} ({j.status.value}"
                                   f"{': ' + j.error if j.error else ''})" if j else f"not judged ({traj.status_reason})")
-            log.warning("oracle run not recorded", trajectory_id=tid, why=result.failed[tid])
+            if warn:
+                log.warning("oracle run not recorded", trajectory_id=tid, why=result.failed[tid])
 
     await asyncio.gather(*(one(task, r) for task in tasks for r in range(repeats)))
     result.recorded.sort(key=lambda t: t.trajectory_id)

@@ -130,6 +130,10 @@ class WarmStart:
         chosen = [t for t in tasks.values() if t.metadata.get("oracle") and (wanted is None or t.id in wanted)]
         if not chosen:
             raise ConfigError(["warm_start.demonstrations.oracle: no task of the pool has a metadata.oracle"])
+        if source.sample is not None and source.sample < len(chosen):
+            picks = np.random.default_rng(self.cfg.run.seed).choice(len(chosen), source.sample, replace=False)
+            chosen = [chosen[i] for i in sorted(picks.tolist())]
+            log.info("recording a seeded sample of the oracles", sample=len(chosen), seed=self.cfg.run.seed)
         executor = self.resolved.create("judge", self.plugins) if "judge" in self.resolved.components else None
         deps = EpisodeDeps(backend=backend, engine=None, renderer=model.renderer(),  # type: ignore[arg-type]
                            segmenter=self.resolved.create("segmenter", self.plugins),
@@ -257,6 +261,9 @@ class WarmStart:
             "demonstrations": {"records": report.records, "kept": len(split.train) + len(split.held_out),
                                "skipped": report.skipped, "train": len(split.train), "held_out": len(split.held_out),
                                "tasks": len({d.task_id for d in [*split.train, *split.held_out]})},
+            # the sliding window at work: a demonstration longer than K + Delta screenshots trains as several
+            "segments": {"total": sum(counts := [len(v) for v in segments.values()]), "max_per_demonstration":
+                         max(counts, default=0), "demonstrations_with_several": sum(c > 1 for c in counts)},
             "steps": self.completed, "epochs": ws.epochs, "batch_size": ws.batch_size,
             "train_loss": {"first": first_loss, "last": last_loss},
             "held_out_loss": {"initial": initial, "final": final},

@@ -12,8 +12,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-STAGES = ("warm_start", "refine", "rl", "evaluate")
-Stage = Literal["warm_start", "refine", "rl", "evaluate"]
+STAGES = ("synthesize", "warm_start", "refine", "rl", "evaluate")
+Stage = Literal["synthesize", "warm_start", "refine", "rl", "evaluate"]
+#: the stages a recipe runs when it names none (synthesize needs a recipe.synthesize section)
+DEFAULT_STAGES = ("warm_start", "refine", "rl", "evaluate")
 
 
 class _Strict(BaseModel):
@@ -25,6 +27,8 @@ class OracleSource(_Strict):
 
     repeats: int = Field(1, ge=1, description="recorded runs of each oracle")
     include: list[str] | None = Field(None, description="task ids to record (default: every task with an oracle)")
+    sample: int | None = Field(None, ge=1, description="a seeded sample (run.seed) of this many of those tasks: "
+                               "the warm start sees a part of the pool, RL the whole")
 
 
 class DemonstrationSources(_Strict):
@@ -49,6 +53,17 @@ class WarmStartSection(_Strict):
     overrides: dict[str, Any] = Field(default_factory=dict, description="config overrides for this stage")
 
 
+class SynthesizeStage(_Strict):
+    """Stage 0: build the task pool through VeriGen (``python -m core.synthesize`` on another config) into
+    ``<recipe>/synthesize/pool``; the other stages name its splits ``pool:<split>`` (``pool:train``) in
+    ``tasks.paths`` and ``tasks.eval_sets``."""
+
+    config: str = Field(description="the synthesis config: a path (relative to this config's directory), "
+                                    "package:<module>/<file> or a packaged config's name, e.g. families")
+    overrides: dict[str, Any] = Field(default_factory=dict, description="overrides of the synthesis config; its "
+                                      "run.seed is this recipe's unless set here")
+
+
 class RefineStage(_Strict):
     """Stage 2: roll the warm-started model out on a subset and synthesize a refined pool from the rollouts."""
 
@@ -67,6 +82,11 @@ class EvaluateStage(_Strict):
     """Stage 4: the same tasks and seeds evaluated from the warm start and from the final RL checkpoint."""
 
     passes: int = Field(4, ge=1, description="rollouts per task and checkpoint")
+    sets: list[str] | None = Field(None, description="names of tasks.eval_sets to evaluate on, each before and "
+                                   "after (null: the RL pool); the first is the headline")
+    greedy: bool = Field(False, description="also one greedy pass (the most likely token) per checkpoint and set")
+    floors: bool = Field(False, description="also the floors of each set: always fail, the most frequent oracle "
+                         "(core/floors.py)")
     overrides: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -74,7 +94,8 @@ class RecipeSection(_Strict):
     """``python -m core.pipeline``: named stages in order; each stage's outputs are the next's inputs."""
 
     name: str | None = Field(None, description="run directory prefix (default: run.name)")
-    stages: list[Stage] = Field(default_factory=lambda: list(STAGES))
+    stages: list[Stage] = Field(default_factory=lambda: list(DEFAULT_STAGES))
+    synthesize: SynthesizeStage | None = None
     refine: RefineStage = Field(default_factory=RefineStage)
     rl: StageOverrides = Field(default_factory=StageOverrides)
     evaluate: EvaluateStage = Field(default_factory=EvaluateStage)
@@ -87,4 +108,7 @@ class RecipeSection(_Strict):
         if positions != sorted(set(positions)):
             raise ValueError(f"recipe.stages {self.stages} must be a subsequence of {list(STAGES)} (each once, in "
                              "that order): a stage reads what the stages before it wrote")
+        if "synthesize" in self.stages and self.synthesize is None:
+            raise ValueError("recipe.stages has synthesize but there is no recipe.synthesize section; add "
+                             "synthesize: {config: families} (the synthesis config that builds the pool)")
         return self

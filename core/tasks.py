@@ -2,7 +2,9 @@
 
 A task source is a ``.json`` file, a directory (searched recursively for
 ``*.json``), or ``package:<module>/<subdir>`` for files shipped inside an
-installed package (``package:environments.tasks/osworld``).
+installed package (``package:environments.tasks/osworld``). ``pool:<split>``
+names a split of the pool a recipe's synthesize stage builds (``python -m
+core.pipeline`` rewrites it to the stage's export directory).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from core.errors import ConfigError
 from core.types import Task
 
 PACKAGE_PREFIX = "package:"
+POOL_PREFIX = "pool:"
 
 #: files in task directories that are not tasks (assets, manifests)
 _SKIP_NAMES = {"manifest.json", "package.json"}
@@ -25,6 +28,10 @@ _SKIP_NAMES = {"manifest.json", "package.json"}
 
 def resolve_source(source: str, base_dir: Path | None = None) -> Path:
     """The filesystem path of a task source."""
+    if source.startswith(POOL_PREFIX):
+        raise ConfigError([f"tasks: {source!r} names a split of the pool the recipe's synthesize stage builds; run "
+                           "the recipe (python -m core.pipeline), or give the exported directory instead "
+                           "(<recipe dir>/synthesize/pool/<split>)"])
     if source.startswith(PACKAGE_PREFIX):
         module, _, sub = source[len(PACKAGE_PREFIX):].partition("/")
         try:

@@ -1,0 +1,109 @@
+"""The main job on the family pool (``configs/families-rl.yaml``), every stage real and tiny: the pool built
+through VeriGen on live desktops (stage 0), the warm start on a seeded sample of the train split's oracles, RL
+with Frontier batches smaller than the pool, and the evaluation of the test and train sets before and after,
+sampled and greedy, with the floors measured on the same desktops."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from core.config import load_config
+from core.errors import ConfigError
+from core.metrics import MetricsLog
+from core.tasks import resolve_source
+
+from .hold import run_cli
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "configs" / "families-rl.yaml"
+FAMILIES = ["count-lines", "infeasible", "write-lines"]  # short, the always-fail answer, long (15 turns)
+
+
+def tiny_config(tmp_path: Path) -> Path:
+    config = yaml.safe_load(CONFIG.read_text())
+    config["run"].update(output_dir=str(tmp_path / "runs"), iterations=1, checkpoint_every=1)
+    config["tasks"]["eval_sets"] = {"test": {"paths": ["pool:test"]},
+                                    "train": {"paths": ["pool:train"], "sample": 3, "training": True}}
+    config["environment"]["options"].update(max_environments=2, settle_s=0.0)
+    config["rollout_loop"] = {"concurrency": 2}
+    config["algorithm"].update(batch_size=2, n_rollouts=2, max_new_tokens=16, max_parse_failures=1)
+    config["warm_start"].update(epochs=1)
+    config["warm_start"]["demonstrations"]["oracle"]["sample"] = 4
+    recipe = config["recipe"]
+    recipe["synthesize"]["overrides"] = {
+        "synthesis.proposer.options.families": FAMILIES, "synthesis.proposer.options.train": 2,
+        "synthesis.proposer.options.validation": 0, "synthesis.proposer.options.test": 1,
+        "synthesis.proposer.options.heldout": 0, "environment.options.max_environments": 2,
+        "synthesis.pipeline.options.workers": 2, "synthesis.pipeline.options.environments": 2}
+    recipe["refine"] = {"rollouts": 1}
+    recipe["evaluate"] = {"passes": 1, "sets": ["test", "train"], "greedy": True, "floors": True}
+    path = tmp_path / "families-rl.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.mark.desktop
+@pytest.mark.slow
+def test_the_family_recipe_builds_its_pool_and_evaluates_the_test_split_before_and_after(tmp_path) -> None:
+    proc = run_cli("core.pipeline", "--config", str(tiny_config(tmp_path)))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [root] = (tmp_path / "runs").glob("families-rl-*")
+    state = json.loads((root / "pipeline.json").read_text())
+    assert {s for s, e in state["stages"].items() if e["status"] == "completed"} == \
+        {"synthesize", "warm_start", "refine", "rl", "evaluate"}
+    assert state["stages"]["synthesize"]["outputs"]["splits"] == {"test": 3, "train": 6}
+    # the warm start imitated 4 of the 6 train tasks' oracles
+    oracles = (root / "warm_start" / "demonstrations" / "oracle.jsonl").read_text().splitlines()
+    assert len(oracles) == 4 and all(json.loads(line)["task_id"].startswith("fam-") for line in oracles)
+    warm = json.loads((root / "warm_start" / "summary.json").read_text())
+    long_demos = sum("write-lines" in json.loads(line)["task_id"] for line in oracles)
+    # a write-lines oracle (15 turns) overflows K + Delta = 10 screenshots: it trains as several segments
+    assert warm["segments"]["demonstrations_with_several"] == long_demos
+    # RL's batches are a part of the pool, chosen by the sampler
+    [record] = MetricsLog(root / "rl").read()
+    assert record["groups/kept"] <= 2 < record["sampler/selectable_tasks"] == 6
+    results = json.loads((root / "evaluate" / "before_after.json").read_text())
+    assert set(results["sets"]) == {"test", "train"}
+    test = results["sets"]["test"]
+    assert {"before", "after", "before_greedy", "after_greedy", "floors"} <= set(test)
+    assert test["before_greedy"]["greedy"] and not test["before"]["greedy"]
+    assert test["before"]["domains"]["Overall"]["tasks"] == 3
+    assert set(test["before"]["families"]) == set(FAMILIES)
+    # one test task of three is infeasible: answering fail solves exactly it; the commonest train oracle is that
+    # fail (every infeasible variant shares it; each feasible oracle names its own files)
+    assert test["floors"]["always_fail"]["success"] == pytest.approx(1 / 3, abs=1e-4)
+    frequent = test["floors"]["frequent_oracle"]
+    assert frequent["oracle"] == [{"type": "fail"}]
+    assert (frequent["shared_by"], frequent["of_training_tasks"], frequent["success"]) == (2, 6, test["floors"][
+        "always_fail"]["success"])
+    assert results["sets"]["train"]["before"]["domains"]["Overall"]["tasks"] == 3
+    summary = json.loads((root / "report" / "summary.json").read_text())
+    assert set(summary["eval_sets"]["test"]["families"]) == set(FAMILIES)
+    assert "| floor: always_fail | 33.3 |" in (root / "evaluate" / "before_after.md").read_text()
+
+
+def test_pool_paths_outside_a_recipe_say_what_builds_them() -> None:
+    with pytest.raises(ConfigError, match="synthesize stage builds"):
+        resolve_source("pool:train")
+
+
+def test_an_evaluate_set_that_is_not_configured_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"recipe.evaluate.sets: \['validation'\] not among tasks.eval_sets"):
+        load_config(CONFIG, ["recipe.evaluate.sets=[test,validation]"], environ={})
+
+
+def test_a_synthesize_stage_needs_its_section() -> None:
+    with pytest.raises(ConfigError, match="no recipe.synthesize section"):
+        load_config(CONFIG, ["~recipe.synthesize"], environ={})
+
+
+def test_pool_paths_need_the_synthesize_stage(tmp_path) -> None:
+    from core.pipeline import Recipe
+
+    resolved, plugins = load_config(CONFIG, ["recipe.stages=[warm_start,rl]"], environ={})
+    with pytest.raises(ConfigError, match="pool of the synthesize stage"):
+        Recipe(resolved, plugins, tmp_path).stage_config("rl", {}, ())

@@ -25,7 +25,7 @@ import structlog
 from core import advantages, checkpoint, progress, updates
 from core.config import ResolvedConfig
 from core.components import Components, build_components
-from core.metrics import MetricsLog, PhaseTimer, rollout_metrics, write_rollouts
+from core.metrics import MetricsLog, PhaseTimer, discard_attempt, rollout_metrics, write_rollouts
 from core.pluginmanager import Plugins
 from core.rollouts import collect_groups
 from core.tracking import start_trackers
@@ -130,7 +130,7 @@ class TrainingRun:
         restored = self.ckpt.load(trainer=c.trainer, sampler=c.sampler)
         self.completed = self.last_saved = restored.iteration
         self.rng_at_completion = checkpoint.capture_rng()
-        dropped = self.metrics_log.truncate_from(self.completed)
+        dropped = discard_attempt(self.run_dir, self.completed)
         self.rollouts_spent = sum(float(r.get("rollout/episodes_run", 0.0)) for r in self.metrics_log.read())
         log.info("resumed", checkpoint=str(restored.path), next_iteration=self.completed, dropped_metrics=dropped)
         sync_weights(c.trainer, c.engine, self.completed)
@@ -266,6 +266,9 @@ class TrainingRun:
             if resume and self.ckpt.latest() is not None:
                 self.resume(c)
             else:
+                if resume:  # killed before its first checkpoint: nothing to continue, nothing of it to keep
+                    log.warning("no complete checkpoint to resume from; the run starts over",
+                                discarded=discard_attempt(self.run_dir, 0))
                 known = self.known_pass_rates(c)
                 if c.sampler.initial_pass_rollouts > 0:
                     await self.initial_pass(c, known)

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from core.types import EpisodeStatus, RolloutGroup, Trajectory
 
@@ -38,29 +39,55 @@ class PhaseTimer:
         return {f"time/{k}": round(v, 4) for k, v in self.seconds.items()}
 
 
+def truncate_jsonl(path: Path, keep: Callable[[Mapping[str, Any]], bool]) -> int:
+    """Rewrite a JSON Lines file with the records ``keep`` accepts (and without lines a kill tore), atomically;
+    returns how many lines were dropped."""
+    if not path.exists():
+        return 0
+    kept, dropped = [], 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            dropped += 1  # a line torn by a kill
+            continue
+        if isinstance(record, dict) and keep(record):
+            kept.append(line)
+        else:
+            dropped += 1
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+    os.replace(tmp, path)
+    return dropped
+
+
+#: ``rollouts/<tag>_NNNNNN.jsonl``: the training rollouts (iter), periodic evaluations (eval) and initial pass (init)
+_ROLLOUT_FILE = re.compile(r"^(?P<tag>iter|eval|init)_(?P<iteration>\d{6})\.jsonl$")
+
+
+def discard_attempt(run_dir: Path, iteration: int) -> dict[str, int]:
+    """Forget what an interrupted attempt wrote for iterations >= ``iteration`` (the resume point: the newest
+    complete checkpoint's, 0 without one): metrics lines, the sampler's weight snapshots after that checkpoint,
+    rollout files (the initial pass's too when starting over). A resumed run then records each iteration once."""
+    dropped = {"metrics": MetricsLog(run_dir).truncate_from(iteration),
+               "sampler_weights": truncate_jsonl(run_dir / "sampler_weights.jsonl",
+                                                 lambda r: 0 < iteration and r.get("iteration", -1) <= iteration),
+               "rollout_files": 0}
+    for file in sorted((run_dir / "rollouts").glob("*.jsonl")) if (run_dir / "rollouts").is_dir() else []:
+        match = _ROLLOUT_FILE.match(file.name)
+        if match and int(match["iteration"]) >= iteration:
+            file.unlink()
+            dropped["rollout_files"] += 1
+    return dropped
+
+
 class MetricsLog:
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / "metrics.jsonl"
 
     def truncate_from(self, iteration: int) -> int:
         """Drop lines of iterations >= ``iteration`` (after a resume); returns how many were dropped."""
-        if not self.path.exists():
-            return 0
-        kept, dropped = [], 0
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                dropped += 1  # a line torn by a kill
-                continue
-            if record.get("iteration", -1) < iteration:
-                kept.append(line)
-            else:
-                dropped += 1
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
-        os.replace(tmp, self.path)
-        return dropped
+        return truncate_jsonl(self.path, lambda record: record.get("iteration", -1) < iteration)
 
     def append(self, record: Mapping[str, Any]) -> None:
         with self.path.open("a", encoding="utf-8") as fh:

@@ -370,6 +370,8 @@ def recipe_dir(resolved: ResolvedConfig, plugins: Plugins, resume: str | bool | 
         if path is None or not (path / STATE_FILE).is_file():
             raise ConfigError([f"--resume: no recipe directory with a {STATE_FILE} at "
                                f"{path or resolved.config.run.output_dir + '/' + name + '-*'}"])
+        if (path / "config.yaml").is_file():
+            rundir.check_resume_config(path / "config.yaml", resolved.raw)
         return path
     path = rundir.new_run_dir(resolved.config.run.output_dir, name)
     (path / "config.yaml").write_text(resolved.to_yaml(), encoding="utf-8")

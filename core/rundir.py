@@ -68,14 +68,43 @@ def prepare_at(path: Path, resolved: ResolvedConfig, plugins: Plugins) -> Path:
     return path
 
 
+#: what a resumed run may change of the configuration it was started with (to extend it, or log more)
+RESUME_OVERRIDES = ("run.iterations", "run.log_level", "run.keep_checkpoints")
+
+
+def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(tree, dict) and tree:
+        return {k: v for key, sub in tree.items() for k, v in _flat(sub, f"{prefix}{key}.").items()}
+    return {prefix.rstrip("."): tree}
+
+
+def check_resume_config(saved: Path, raw: dict[str, Any]) -> None:
+    """A resumed run keeps the configuration it was started with: this command's (``raw``) may differ from the
+    run's saved ``config.yaml`` only in :data:`RESUME_OVERRIDES`; anything else is a ConfigError naming each key."""
+    from omegaconf import OmegaConf
+
+    before = _flat(OmegaConf.to_container(OmegaConf.load(str(saved)), resolve=True))
+    now = _flat(raw)
+    changed = [key for key in sorted(set(before) | set(now))
+               if before.get(key) != now.get(key) and key not in RESUME_OVERRIDES]
+    if changed:
+        raise ConfigError([f"--resume: {key}: the run was started with {before.get(key)!r}, this command gives "
+                           f"{now.get(key)!r}" for key in changed] + [
+            f"a resumed run keeps its configuration ({saved}); give the same config and overrides (only "
+            f"{', '.join(RESUME_OVERRIDES)} may change), or start a new run"])
+
+
 def prepare(resolved: ResolvedConfig, plugins: Plugins, *, resume: str | Path | bool | None = None) -> Path:
-    """Create (or reopen, for ``resume``) the run directory and record config and plugins."""
+    """Create (or reopen, for ``resume``: the same configuration, :func:`check_resume_config`) the run directory
+    and record config and plugins."""
     run = resolved.config.run
     if resume:
         path = Path(resume) if not isinstance(resume, bool) else latest_run_dir(run.output_dir, run.name)
         if path is None or not (path / "config.yaml").is_file():
             where = path if path is not None else f"{run.output_dir}/{run.name}-*"
             raise ConfigError([f"--resume: no run directory with a config.yaml at {where}"])
+        check_resume_config(path / "config.yaml", resolved.raw)
+        (path / "config.yaml").write_text(resolved.to_yaml(), encoding="utf-8")  # the extended run.iterations
     else:
         path = new_run_dir(run.output_dir, run.name)
         (path / "config.yaml").write_text(resolved.to_yaml(), encoding="utf-8")

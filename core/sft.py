@@ -226,6 +226,9 @@ class WarmStart:
             self.completed = restored.iteration
             dropped = self.metrics_log.truncate_from(self.completed)
             log.info("warm start resumed", checkpoint=str(restored.path), next_step=self.completed, dropped=dropped)
+        elif resume:  # killed before its first checkpoint: it starts over, and so does its log
+            log.warning("no complete warm-start checkpoint; starting over",
+                        dropped_metrics=self.metrics_log.truncate_from(0))
         initial = self._held_out_loss(trainer, split, segments) if self.completed == 0 else None
         bar = _progress(total, self.completed, enabled=progress)
         first_loss = last_loss = None

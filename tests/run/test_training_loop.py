@@ -140,6 +140,41 @@ def test_sigkill_mid_iteration_then_resume_loses_and_duplicates_nothing(tmp_path
     assert not tagged_processes(run_dir)
 
 
+def test_sigkill_before_the_first_checkpoint_then_resume_starts_over_with_a_clean_log(tmp_path):
+    """Killed inside iteration 2 with no checkpoint yet (checkpoint_every 10): the resume has nothing to
+    continue, so it starts over, and what the killed attempt wrote (iterations 0 and 1 in metrics.jsonl, their
+    rollout files) is discarded instead of being counted twice."""
+    runs = tmp_path / "runs"
+    overrides = {"run.iterations": 3, "run.checkpoint_every": 10}
+    env = hold_plugin(tmp_path / "plugin", hook="episode_end", iteration=2)
+    child = subprocess.Popen([sys.executable, "-m", "core.run", "--config", str(QUICKSTART), *small(runs, **overrides)],
+                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                             env=env)
+    marker = Path(env["SCALECUA_TEST_HOLD_MARKER"])
+    try:
+        wait_for(marker.exists, "the first episode of iteration 2", child=child)
+        run_dir = only_run_dir(runs)
+        assert not list_complete(run_dir)
+        assert [r["iteration"] for r in MetricsLog(run_dir).read()] == [0, 1]
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    wait_for(lambda: not tagged_processes(run_dir), "the desktops of the SIGKILLed run to exit", timeout_s=120)
+    stale = {p.name: p.stat().st_mtime_ns for p in (run_dir / "rollouts").glob("iter_*.jsonl")}
+    assert set(stale) == {"iter_000000.jsonl", "iter_000001.jsonl"}
+
+    resumed = run_cli("core.run", "--config", str(QUICKSTART), *small(runs, **overrides), "--resume", str(run_dir))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "starts over" in resumed.stderr
+    assert [r["iteration"] for r in MetricsLog(run_dir).read()] == [0, 1, 2]
+    # the rollout files are the new attempt's, none left from the killed one
+    assert all((run_dir / "rollouts" / name).stat().st_mtime_ns > mtime for name, mtime in stale.items())
+    weights = [json.loads(line)["iteration"] for line in (run_dir / "sampler_weights.jsonl").read_text().splitlines()]
+    assert weights == sorted(set(weights))
+
+
 def test_sigint_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     args = ["core.run", "--config", str(QUICKSTART), *small(tmp_path, **{"run.iterations": 50,
                                                                          "run.checkpoint_every": 25})]

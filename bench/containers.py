@@ -39,6 +39,7 @@ from environments.containers.container_desktop import (
 )
 from environments.containers.podman_service import PodmanService
 from environments.local_desktop import LocalDesktopBackend, LocalDesktopOptions
+from core.recipe_report import machine
 
 #: the backend's default rlimits (what users get), soft = hard
 ULIMITS = ContainerDesktopOptions().ulimits
@@ -156,8 +157,8 @@ async def resets(service: PodmanService, image: str, repeats: int) -> dict[str, 
         await in_place.release(env)
     finally:
         await in_place.close()
-    local = LocalDesktopBackend(LocalDesktopOptions(max_environments=1, window_manager="openbox",
-                                                    work_dir=tempfile.mkdtemp(prefix="bench-containers-")))
+    # its own work directory (reachable by the unprivileged desktop user, removed on close)
+    local = LocalDesktopBackend(LocalDesktopOptions(max_environments=1, window_manager="openbox"))
     try:
         env = await local.acquire()
         await timed_reset(env)
@@ -256,6 +257,7 @@ def main() -> int:
         measured = asyncio.run(run(args, service))
     report = {
         "benchmark": "containers",
+        "machine": machine(),
         "settings": {"backend": "container-desktop", "engine": "podman API socket via the docker SDK",
                      "runtime": "runc", "ulimits": ULIMITS, "screen": [1280, 800], "quick": args.quick,
                      "cpus": os.cpu_count(), "mem_total_gib": round(os.sysconf("SC_PHYS_PAGES")

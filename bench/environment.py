@@ -19,12 +19,12 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 from typing import Any
 
 from core import logs
 from core.types import Action, ActionType, Task
+from core.recipe_report import machine
 from environments.local_desktop import LocalDesktop, LocalDesktopBackend, LocalDesktopOptions
 
 
@@ -78,7 +78,8 @@ async def run(quick: bool) -> dict[str, Any]:
     steps = 15 if quick else 60
     resets = 2 if quick else 5
     shots = 20 if quick else 100
-    options = LocalDesktopOptions(max_environments=4, settle_s=0.0, work_dir=tempfile.mkdtemp(prefix="bench-env-"))
+    # the backend makes its own work directory, one the unprivileged desktop user can reach, and removes it
+    options = LocalDesktopOptions(max_environments=4, settle_s=0.0)
     pool = LocalDesktopBackend(options)
     result: dict[str, Any] = {}
     try:
@@ -141,6 +142,7 @@ def main() -> int:
     measured = asyncio.run(run(args.quick))
     report = {
         "benchmark": "environment",
+        "machine": machine(),
         "settings": {"backend": "local-desktop", "screen": [1280, 800], "settle_s": 0.0, "quick": args.quick,
                      "cpus": os.cpu_count(), "python": platform.python_version(),
                      "load_average_1m_at_start": round(load_at_start, 2)},

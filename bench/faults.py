@@ -302,8 +302,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     modes = ["simulated", "desktops"] if args.mode == "both" else [args.mode]
     results = {mode: soak(mode, args, out) for mode in modes}
+    from core.recipe_report import machine
+
     print(json.dumps({
         "benchmark": "faults",
+        "machine": machine(),
         "settings": {"quick": args.quick, "modes": modes, "iterations": args.iterations, "seed": args.seed,
                      "desktop_fault_interval_s": args.interval, "env_call_timeout_s": args.call_timeout,
                      "simulated_failure_rate": args.failure_rate, "root": os.geteuid() == 0,

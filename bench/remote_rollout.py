@@ -107,6 +107,13 @@ def bench_generation(plugins: Any, model: Any, url: str, quick: bool) -> dict[st
     return results
 
 
+def _push(engine: Any, weights: list[tuple[str, Any]], version: int) -> None:
+    """One weight-sync session (the engines' contract): begin, the buckets, commit."""
+    engine.begin_weight_update(version)
+    engine.update_weights(weights)
+    engine.commit_weight_update()
+
+
 def bench_weight_sync(plugins: Any, model: Any, url: str, quick: bool) -> dict[str, Any]:
     direct = plugins.registry("rollout_engine").create("hf", {}, model=model, seed=0)
     weights = [(n, p.detach().clone()) for n, p in direct.model.named_parameters()
@@ -121,16 +128,18 @@ def bench_weight_sync(plugins: Any, model: Any, url: str, quick: bool) -> dict[s
     }
     out: dict[str, Any] = {"tensors": len(weights), "megabytes": round(total_mb, 2)}
     started = time.perf_counter()
-    for _ in range(repeats):
-        direct.update_weights(weights)
+    for version in range(1, repeats + 1):
+        _push(direct, weights, version)
     out["in_process_s"] = round((time.perf_counter() - started) / repeats, 4)
     for name, options in variants.items():
         remote = plugins.registry("rollout_engine").create(
             "openai-compatible", {"base_url": url, "weight_transfer": options}, model=model, seed=0)
-        remote.update_weights(weights[:1])  # rendezvous outside the timing
+        # the server's version only increases: each variant continues where the last one stopped
+        base_version = 1000 * (list(variants).index(name) + 1)
+        _push(remote, weights[:1], base_version)  # rendezvous outside the timing
         started = time.perf_counter()
-        for _ in range(repeats):
-            remote.update_weights(weights)
+        for step in range(1, repeats + 1):
+            _push(remote, weights, base_version + step)
         seconds = (time.perf_counter() - started) / repeats
         out[name] = {"options": options, "seconds": round(seconds, 4), "mb_per_s": round(total_mb / seconds, 1)}
         asyncio.run(remote.close())

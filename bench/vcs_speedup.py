@@ -52,6 +52,7 @@ from core import logs  # noqa: E402
 from core.config import AlgorithmSection  # noqa: E402
 from core.pluginmanager import load_plugins  # noqa: E402
 from core.types import EpisodeStatus, Judgement, Observation, RolloutGroup, Screenshot, Trajectory  # noqa: E402
+from core.recipe_report import machine  # noqa: E402
 
 K_SWEEP = SWEEP
 WORDS = ("the", "cell", "click", "menu", "file", "save", "column", "row", "value", "open", "dialog", "button",
@@ -340,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.model_only:
         print(json.dumps({
-            "benchmark": "vcs_speedup", "mode": "compute model only (no training step timed)",
+            "benchmark": "vcs_speedup", "mode": "compute model only (no training step timed)", "machine": machine(),
             "settings": {"tasks_B": args.tasks, "rollouts_n": args.rollouts, "turns_T": args.turns,
                          "screenshot": [args.width, args.height], "response_tokens": list(args.response_tokens),
                          "visual_tokens_per_screenshot": renderer.image_tokens(episodes[0]["first"]),
@@ -354,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     ratio = step["train_step_s"] / window["train_step_s"]
     result = {
         "benchmark": "vcs_speedup",
+        "machine": machine(),
         "settings": {
             "quick": args.quick,
             "tasks_B": args.tasks,

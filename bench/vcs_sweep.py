@@ -64,10 +64,13 @@ def plot_sweep(sweep: list[dict[str, Any]], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench import vcs_speedup
+    """``bench/vcs_speedup.py`` with this sweep's K values, as its own process (vcs_speedup imports this module's
+    sweep pieces, so this module never imports it back)."""
+    import subprocess
 
     args = list(sys.argv[1:] if argv is None else argv)
-    return vcs_speedup.main(args if "--k-sweep" in args else [*args, "--k-sweep", *map(str, SWEEP)])
+    args = args if "--k-sweep" in args else [*args, "--k-sweep", *map(str, SWEEP)]
+    return subprocess.run([sys.executable, str(Path(__file__).with_name("vcs_speedup.py")), *args]).returncode
 
 
 if __name__ == "__main__":

@@ -95,6 +95,8 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
     sets = {name: _set_means([r["eval_sets"][name] for r in runs if (r.get("eval_sets") or {}).get(name)])
             for name in dict.fromkeys(n for r in runs for n in (r.get("eval_sets") or {}))}
     train = sets.get("train", {}).get("gain")
+    headline = next(iter(sets.values()), {})
+    control = headline.get("sft_only_control")
     return {
         "mean": {"warm_start": mean_of("warm_start"), "after_rl": mean_of("after_rl"), "gain": round(mean, 4)},
         "sets": sets,
@@ -111,6 +113,9 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 "met": bool(lows) and min(lows) >= TARGETS["lowest_training_success_vs_warm_start"]},
             **({"train_sample_mean_gain": {"target": TRAIN_TARGET, "measured": train, "met": train >= TRAIN_TARGET}}
                if train is not None else {}),
+            **({"rl_ahead_of_sft_only_control": {"sft_only_control": control, "after_rl": headline["after_rl"],
+                                                 "met": headline["after_rl"] > control}}
+               if control is not None and headline.get("after_rl") is not None else {}),
         },
     }
 
@@ -121,7 +126,7 @@ def _set_means(rows: list[dict[str, Any]]) -> dict[str, Any]:
     pick = lambda *path: [_dig(r, path) for r in rows if _dig(r, path) is not None]  # noqa: E731
     return {"seeds": len(rows), "warm_start": mean(pick("warm_start", "success")),
             "after_rl": mean(pick("after_rl", "success")), "gain": mean(pick("gain")),
-            "gains": pick("gain"),
+            "gains": pick("gain"), "sft_only_control": mean(pick("sft_only_control", "success")),
             "greedy": {"warm_start": mean(pick("greedy", "warm_start", "success")),
                        "after_rl": mean(pick("greedy", "after_rl", "success"))},
             "floors": {name: mean(pick("floors", name)) for name in (rows[0].get("floors") or {})} if rows else {}}

@@ -287,6 +287,32 @@ class Recipe:
             return None
         return {"checkpoint": str(checkpoint.latest_complete(where)), "metrics": str(where / "metrics.jsonl")}
 
+    def run_control(self, where: Path, *, resume: bool) -> dict[str, Any]:
+        """The SFT-only control: the warm start's run directory (checkpoint, log, recorded demonstrations) copied
+        to ``where`` and resumed with more epochs, as many as RL's wall time buys at the warm start's pace."""
+        from core.metrics import MetricsLog
+        from core.sft import REQUIRED_SLOTS, WarmStart
+
+        warm_dir = self.root / "warm_start"
+        self.require("warm_start", "checkpoint", "control")
+        self.require("rl", "checkpoint", "control")
+        epochs = self.resolved.config.warm_start.epochs
+        extra = self.recipe.control.epochs
+        step_seconds = sum(r.get("train/time/step", 0.0) for r in MetricsLog(warm_dir).read())
+        rl_seconds = float(self.state["stages"]["rl"].get("seconds") or 0.0)
+        if extra is None:
+            extra = max(1, round(rl_seconds / (step_seconds / epochs))) if step_seconds > 0 else 1
+        if where.exists():
+            shutil.rmtree(where)  # redone whole: its start is the warm start's end
+        shutil.copytree(warm_dir, where, ignore=shutil.ignore_patterns("log.jsonl"))
+        resolved = self.stage_config("control", {"warm_start.epochs": epochs + extra}, REQUIRED_SLOTS)
+        rundir.prepare_at(where, resolved, self.plugins)
+        log.info("SFT-only control: the warm start continued", extra_epochs=extra, rl_seconds=rl_seconds,
+                 warm_start_step_seconds=round(step_seconds, 1))
+        summary = asyncio.run(WarmStart(resolved, self.plugins, where).run(resume=True))
+        return {"checkpoint": summary["checkpoint"], "summary": str(where / "summary.json"), "extra_epochs": extra,
+                "rl_seconds": rl_seconds, "warm_start_step_seconds": round(step_seconds, 1)}
+
     def _refine_as_before(self, before: str | None, resolved: ResolvedConfig) -> dict[str, Any] | None:
         """The refinement's rollouts *are* the "before" evaluation when they ran the same checkpoint on the same
         pool with the same passes, seed and overrides (then the episodes would be identical): reuse them."""
@@ -315,6 +341,7 @@ class Recipe:
         resolved = self.stage_config("evaluate", {**overrides, **spec.overrides}, EVAL_SLOTS)
         after = self.require("rl", "checkpoint", "evaluate") if "rl" in self.recipe.stages else None
         before = self._warm_checkpoint("evaluate")
+        control = self.require("control", "checkpoint", "evaluate") if "control" in self.recipe.stages else None
         targets: list[str | None] = list(spec.sets) if spec.sets else [None]
         sets: dict[str, dict[str, Any]] = {}
         for target in targets:
@@ -324,7 +351,8 @@ class Recipe:
             if reused is not None:
                 results["before"] = reused
             runs = [(label, ckpt, greedy) for greedy in ((False, True) if spec.greedy else (False,))
-                    for label, ckpt in (("before", before), ("after", after)) if label == "before" or ckpt]
+                    for label, ckpt in (("before", before), ("after", after), ("control", control))
+                    if label == "before" or ckpt]
             for label, ckpt, greedy in runs:
                 key = label + ("_greedy" if greedy else "")
                 if key in results:

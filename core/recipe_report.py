@@ -71,9 +71,12 @@ def set_summary(results: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"warm_start": overall(before), "after_rl": overall(after)}
     if out["warm_start"] and out["after_rl"]:
         out["gain"] = round(out["after_rl"]["success"] - out["warm_start"]["success"], 4)
+    if results.get("control"):
+        out["sft_only_control"] = overall(results["control"])
     if results.get("before_greedy") or results.get("after_greedy"):
         out["greedy"] = {"warm_start": overall(results.get("before_greedy")),
-                         "after_rl": overall(results.get("after_greedy"))}
+                         "after_rl": overall(results.get("after_greedy")),
+                         "sft_only_control": overall(results.get("control_greedy"))}
     out["pass_at"] = {label: {k: None if v is None else round(v / 100.0, 4)
                               for k, v in r["domains"]["Overall"]["pass_at"].items()}
                       for label, r in (("warm_start", before), ("after_rl", after)) if r}
@@ -94,6 +97,9 @@ def before_after_report(results: Mapping[str, Any]) -> str:
     for name, r in sets.items():
         lines = [f"## {name}", "", before_after_table(r), ""]
         lines += ["| measure | warm start | after RL |", "|---|---|---|"]
+        if r.get("control"):
+            lines.append(f"| SFT-only control (RL's wall time as more warm-start epochs) | {_pct(r['control'])}"
+                         + (f", greedy {_pct(r.get('control_greedy'))}" if r.get("control_greedy") else "") + " | |")
         if r.get("before_greedy") or r.get("after_greedy"):
             lines.append(f"| greedy (1 pass) | {_pct(r.get('before_greedy'))} | {_pct(r.get('after_greedy'))} |")
         for k in ("1", "2", "4", "8"):

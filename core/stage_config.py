@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-STAGES = ("synthesize", "warm_start", "refine", "rl", "evaluate")
-Stage = Literal["synthesize", "warm_start", "refine", "rl", "evaluate"]
+STAGES = ("synthesize", "warm_start", "refine", "rl", "control", "evaluate")
+Stage = Literal["synthesize", "warm_start", "refine", "rl", "control", "evaluate"]
 #: the stages a recipe runs when it names none (synthesize needs a recipe.synthesize section)
 DEFAULT_STAGES = ("warm_start", "refine", "rl", "evaluate")
 
@@ -90,6 +90,15 @@ class EvaluateStage(_Strict):
     overrides: dict[str, Any] = Field(default_factory=dict)
 
 
+class ControlStage(_Strict):
+    """The SFT-only control: the warm start continued, on its own demonstrations, for as many more epochs as
+    the RL stage's wall time would have bought it (the same data order, optimizer and schedule as if the warm
+    start had been that much longer); the evaluate stage measures it beside RL."""
+
+    epochs: int | None = Field(None, ge=1, description="extra epochs (null: RL's wall time / the warm start's "
+                                                       "training seconds per epoch, at least 1)")
+
+
 class RecipeSection(_Strict):
     """``python -m core.pipeline``: named stages in order; each stage's outputs are the next's inputs."""
 
@@ -98,6 +107,7 @@ class RecipeSection(_Strict):
     synthesize: SynthesizeStage | None = None
     refine: RefineStage = Field(default_factory=RefineStage)
     rl: StageOverrides = Field(default_factory=StageOverrides)
+    control: ControlStage = Field(default_factory=ControlStage)
     evaluate: EvaluateStage = Field(default_factory=EvaluateStage)
 
     @model_validator(mode="after")
@@ -108,6 +118,9 @@ class RecipeSection(_Strict):
         if positions != sorted(set(positions)):
             raise ValueError(f"recipe.stages {self.stages} must be a subsequence of {list(STAGES)} (each once, in "
                              "that order): a stage reads what the stages before it wrote")
+        if "control" in self.stages and not {"warm_start", "rl"} <= set(self.stages):
+            raise ValueError("recipe.stages has control (the SFT-only control) without warm_start and rl: it "
+                             "continues the warm start for RL's wall time")
         if "synthesize" in self.stages and self.synthesize is None:
             raise ValueError("recipe.stages has synthesize but there is no recipe.synthesize section; add "
                              "synthesize: {config: families} (the synthesis config that builds the pool)")

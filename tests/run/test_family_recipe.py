@@ -40,6 +40,8 @@ def tiny_config(tmp_path: Path) -> Path:
         "synthesis.proposer.options.heldout": 0, "environment.options.max_environments": 2,
         "synthesis.pipeline.options.workers": 2, "synthesis.pipeline.options.environments": 2}
     recipe["refine"] = {"rollouts": 1}
+    recipe["stages"] = ["synthesize", "warm_start", "refine", "rl", "control", "evaluate"]
+    recipe["control"] = {"epochs": 1}
     recipe["evaluate"] = {"passes": 1, "sets": ["test", "train"], "greedy": True, "floors": True}
     path = tmp_path / "families-rl.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -54,7 +56,7 @@ def test_the_family_recipe_builds_its_pool_and_evaluates_the_test_split_before_a
     [root] = (tmp_path / "runs").glob("families-rl-*")
     state = json.loads((root / "pipeline.json").read_text())
     assert {s for s, e in state["stages"].items() if e["status"] == "completed"} == \
-        {"synthesize", "warm_start", "refine", "rl", "evaluate"}
+        {"synthesize", "warm_start", "refine", "rl", "control", "evaluate"}
     assert state["stages"]["synthesize"]["outputs"]["splits"] == {"test": 3, "train": 6}
     # the warm start imitated 4 of the 6 train tasks' oracles
     oracles = (root / "warm_start" / "demonstrations" / "oracle.jsonl").read_text().splitlines()
@@ -66,10 +68,15 @@ def test_the_family_recipe_builds_its_pool_and_evaluates_the_test_split_before_a
     # RL's batches are a part of the pool, chosen by the sampler
     [record] = MetricsLog(root / "rl").read()
     assert record["groups/kept"] <= 2 < record["sampler/selectable_tasks"] == 6
+    # the SFT-only control is the warm start continued: its log goes on from the warm start's last step
+    control = [r["iteration"] for r in MetricsLog(root / "control").read()]
+    warm_steps = warm["steps"]
+    assert control == list(range(warm_steps + warm_steps // warm["epochs"]))
+    assert MetricsLog(root / "control").read()[:warm_steps] == MetricsLog(root / "warm_start").read()
     results = json.loads((root / "evaluate" / "before_after.json").read_text())
     assert set(results["sets"]) == {"test", "train"}
     test = results["sets"]["test"]
-    assert {"before", "after", "before_greedy", "after_greedy", "floors"} <= set(test)
+    assert {"before", "after", "control", "before_greedy", "after_greedy", "control_greedy", "floors"} <= set(test)
     assert test["before_greedy"]["greedy"] and not test["before"]["greedy"]
     assert test["before"]["domains"]["Overall"]["tasks"] == 3
     assert set(test["before"]["families"]) == set(FAMILIES)
@@ -83,6 +90,7 @@ def test_the_family_recipe_builds_its_pool_and_evaluates_the_test_split_before_a
     assert results["sets"]["train"]["before"]["domains"]["Overall"]["tasks"] == 3
     summary = json.loads((root / "report" / "summary.json").read_text())
     assert set(summary["eval_sets"]["test"]["families"]) == set(FAMILIES)
+    assert summary["eval_sets"]["test"]["sft_only_control"]["tasks"] == 3
     assert "| floor: always_fail | 33.3 |" in (root / "evaluate" / "before_after.md").read_text()
 
 

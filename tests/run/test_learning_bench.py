@@ -22,6 +22,7 @@ def bench():
 def _summary(test: tuple[float, float], train: tuple[float, float]) -> dict:
     def block(before: float, after: float) -> dict:
         return {"warm_start": {"success": before}, "after_rl": {"success": after}, "gain": round(after - before, 4),
+                "sft_only_control": {"success": before + 0.05},
                 "greedy": {"warm_start": {"success": before}, "after_rl": {"success": after + 0.1}},
                 "floors": {"always_fail": 0.05}}
     return {"warm_start_success": {"success": test[0]}, "post_rl_success": {"success": test[1]},
@@ -46,3 +47,6 @@ def test_sets_and_targets_over_seeds(bench) -> None:
     assert targets["mean_gain"]["met"] and not targets["every_seed_gain"]["met"]  # seed 1 gained 4 points
     assert targets["train_sample_mean_gain"] == {"target": 0.15, "measured": pytest.approx(0.125), "met": False}
     assert targets["lowest_training_success_vs_warm_start"]["met"]
+    assert test["sft_only_control"] == pytest.approx(0.25)
+    assert targets["rl_ahead_of_sft_only_control"] == {"sft_only_control": pytest.approx(0.25),
+                                                       "after_rl": pytest.approx(0.32), "met": True}

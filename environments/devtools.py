@@ -236,6 +236,17 @@ if request["action"] == "browse":
                 self.pending = False
                 if method == "Page.frameNavigated":
                     self.inflight.clear()
+        def evaluate(self, expression):
+            # a navigation (one a click just started) destroys the context an evaluation was sent to, and
+            # DevTools answers "Inspected target navigated or closed": run it again in the new document
+            for attempt in range(100):
+                try:
+                    return Page.evaluate(self, expression)
+                except OSError as exc:
+                    gone = "navigated or closed" in str(exc) or "Cannot find context" in str(exc)
+                    if not gone or attempt == 99:
+                        raise
+                    self.pump(0.1)
         def pump(self, seconds):
             end = time.time() + seconds
             while time.time() < end and select.select([self.sock], [], [], max(0.0, end - time.time()))[0]:

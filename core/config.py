@@ -49,6 +49,14 @@ class RunSection(_Strict):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     #: save every turn's screenshot beside the rollout records (for trajectory-guided synthesis, demonstrations)
     save_screenshots: bool = False
+    #: downscale kept screenshots to this longest side in pixels (null: full size, an exact replay of what the agent
+    #: saw, which demonstrations need); the recipe's evaluate stage keeps them at 640 for the episode viewer
+    screenshot_max_side: int | None = Field(None, ge=16)
+    #: stop keeping screenshots once a rollouts directory's shots/ holds this many megabytes (null: no cap)
+    screenshot_budget_mb: float | None = Field(None, gt=0)
+    #: every this many RL iterations, send sample screenshots with the first action drawn (one per task, up to
+    #: 4) to the trackers (TensorBoard images, W&B images, MLflow artifacts); 0: never
+    log_images_every: int = Field(0, ge=0)
     #: start the policy from these weights: a checkpoint directory (``.../checkpoints/iter_NNNNNN``) or a run
     #: directory (its newest complete checkpoint), e.g. a warm start's; optimizer and counters start fresh
     init_from: str | None = None

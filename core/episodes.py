@@ -5,26 +5,33 @@ the initial pass, ``core.eval`` and periodic evaluations alike) and writes ``RUN
 
 * ``index.html`` — every rollout file with its episode count and success rate, and per task the
   successes over all files;
-* one page per rollout file — per episode its task, status, reward, advantage and the judge's score,
-  status and details; then every turn: the screenshot the agent saw before acting (saved with
-  ``run.save_screenshots``) with each action drawn where it acted (click markers, drag arrows, scroll
-  arrows, typed text and keys as labels), the model's response, the parsed actions or the parse
-  error, and the feedback that came back.
+* one page per rollout file — per episode its task, status, reward, advantage, the judge's score,
+  status and details and its screen recording where the environment made one; then every turn: the
+  screenshot the agent saw before acting (saved with ``run.save_screenshots``) with each action drawn
+  where it acted (click markers, drag arrows, scroll arrows, typed text and keys as labels), the
+  model's response, the parsed actions or the parse error, and the feedback that came back.
+
+Every page filters its episodes by task and outcome (and the index's table of all episodes by
+iteration, i.e. rollout file) with a few lines of inline script; ``page.html?task=X&outcome=failure``
+opens filtered. :func:`write_compare_page` puts several runs' episodes of each task side by side (the
+recipe's evaluate stage: before and after RL).
 
 Action coordinates are on the model's 0..1000 grid, so markers are drawn in an SVG overlay with that
 view box, at any screenshot size. Pages reference the PNGs by relative path (nothing is copied) and
-need no network or script.
+need no network.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from core.errors import ScaleCUAError
+from core.shots import ARROWS, POINT_MARKS, action_label
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
@@ -35,12 +42,28 @@ table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.25em .6em;te
 .shot svg{position:absolute;left:0;top:0;width:100%;height:100%}
 pre{white-space:pre-wrap;background:#f6f6f6;padding:.4em;margin:.2em 0;max-width:60em}
 .noshot{width:560px;height:80px;border:1px dashed #aaa;display:flex;align-items:center;justify-content:center}
+.filters{position:sticky;top:0;background:#fff;padding:.4em 0;border-bottom:1px solid #ddd;z-index:2}
+.compare{display:grid;gap:1em;align-items:start}.compare .shot,.compare .noshot{width:380px}
+.compare .turn{flex-direction:column}.compare h2{margin:.2em 0}.row{border-top:2px solid #888;margin-top:1em}
 """
-POINT_MARKS = {"left_click": "#e11d48", "right_click": "#7c3aed", "middle_click": "#0891b2",
-               "double_click": "#ea580c", "triple_click": "#ca8a04", "mouse_move": "#2563eb",
-               "left_mouse_down": "#be123c", "left_mouse_up": "#be123c", "left_click_drag": "#db2777",
-               "scroll": "#059669"}
-ARROWS = {"up": (0, -60), "down": (0, 60), "left": (-60, 0), "right": (60, 0)}
+#: the filters: every element with class ``filterable`` is hidden when a filter's value differs from its
+#: ``data-<key>`` (elements without that key ignore the filter); ``?task=...&outcome=...`` in the URL presets them
+SCRIPT = """
+function scalecuaFilter(){
+  const f={};document.querySelectorAll('select.filter').forEach(s=>{f[s.dataset.key]=s.value;});
+  let shown=0;
+  document.querySelectorAll('.filterable').forEach(el=>{
+    const ok=Object.entries(f).every(([k,v])=>!v||el.dataset[k]===undefined||el.dataset[k]===v);
+    el.style.display=ok?'':'none';if(ok&&el.classList.contains('counted'))shown++;});
+  const c=document.getElementById('shown');if(c)c.textContent=shown;
+}
+document.addEventListener('DOMContentLoaded',()=>{
+  const q=new URLSearchParams(location.search);
+  document.querySelectorAll('select.filter').forEach(s=>{
+    if(q.has(s.dataset.key))s.value=q.get(s.dataset.key);s.addEventListener('change',scalecuaFilter);});
+  scalecuaFilter();
+});
+"""
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -52,19 +75,6 @@ def read_records(path: Path) -> list[dict[str, Any]]:
             except json.JSONDecodeError as exc:
                 raise ScaleCUAError(f"{path}:{number}: not a JSON trajectory record ({exc})") from None
     return records
-
-
-def action_label(action: Mapping[str, Any]) -> str:
-    kind = action.get("type", "?")
-    if action.get("text") is not None:
-        return f"{kind} {action['text']!r}"
-    if action.get("keys"):
-        return f"{kind} {'+'.join(action['keys'])}"
-    if kind == "scroll":
-        return f"scroll {action.get('direction', '')} {action.get('amount', '')}".strip()
-    if action.get("x") is not None:
-        return f"{kind} ({action['x']}, {action['y']})"
-    return str(kind)
 
 
 def png_aspect(path: Path) -> float:
@@ -127,14 +137,31 @@ def _judgement(record: Mapping[str, Any]) -> str:
     return text + (f"<pre>{html.escape(json.dumps(details, default=str)[:2000])}</pre>" if details else "")
 
 
-def episode_html(record: Mapping[str, Any], base: str, rollouts: Path) -> str:
+def _recording(record: Mapping[str, Any], base: str) -> str:
+    """The episode's screen recording (a path relative to the rollouts directory, or a URL), when one exists."""
+    where = record.get("recording")
+    if not where:
+        return ""
+    src = html.escape(str(where) if "://" in str(where) else base + str(where))
+    video = f'<video controls preload="none" width="560" src="{src}"></video><br>' \
+        if str(where).lower().endswith((".mp4", ".webm", ".ogg")) else ""
+    return f'<p class="recording">{video}<a href="{src}">recording</a></p>'
+
+
+def outcome(record: Mapping[str, Any]) -> str:
+    return "success" if record.get("success") else "failure"
+
+
+def episode_html(record: Mapping[str, Any], base: str, rollouts: Path, *, iteration: str = "") -> str:
     ok = bool(record.get("success"))
+    dropped = record.get("screenshots_dropped")
     head = (f'<h3 class="{"ok" if ok else "fail"}">{html.escape(str(record.get("task_id")))} — '
-            f'{"success" if ok else "failure"}</h3><p>trajectory {html.escape(str(record.get("trajectory_id")))}, '
+            f'{outcome(record)}</h3><p>trajectory {html.escape(str(record.get("trajectory_id")))}, '
             f'status {html.escape(str(record.get("status")))}'
             + (f' ({html.escape(str(record.get("status_reason")))})' if record.get("status_reason") else "")
-            + f', reward {record.get("reward")}, advantage {record.get("advantage")}</p>'
-            f"<p>judge: {_judgement(record)}</p>")
+            + f', reward {record.get("reward")}, advantage {record.get("advantage")}'
+            + (f", {dropped} screenshots not kept (over run.screenshot_budget_mb)" if dropped else "") + "</p>"
+            f"<p>judge: {_judgement(record)}</p>{_recording(record, base)}")
     turns, seen = [], record.get("initial_screenshot")
     for turn in record.get("turns", []):
         actions = turn.get("actions") or []
@@ -145,25 +172,44 @@ def episode_html(record: Mapping[str, Any], base: str, rollouts: Path) -> str:
                      f'<b>turn {turn.get("index")}</b><pre>{html.escape(str(turn.get("response_text", "")))}</pre>'
                      f"{parsed}" + (f"<p>feedback: {html.escape(feedback)}</p>" if feedback else "") + "</div></div>")
         seen = turn.get("screenshot") or seen
-    return f'<div class="episode" data-task="{html.escape(str(record.get("task_id")))}">{head}{"".join(turns)}</div>'
+    anchor = html.escape(str(record.get("trajectory_id")))
+    return (f'<div class="episode filterable counted" id="{anchor}" data-task="{html.escape(str(record.get("task_id")))}" '
+            f'data-outcome="{outcome(record)}" data-iteration="{html.escape(iteration)}">{head}{"".join(turns)}</div>')
+
+
+def _filters(values: Mapping[str, Iterable[str]]) -> str:
+    """Select boxes (key -> its values; one shows everything) and the count of what they leave shown."""
+    boxes = []
+    for key, options in values.items():
+        opts = "".join(f'<option value="{html.escape(v)}">{html.escape(v)}</option>' for v in sorted(set(options)))
+        boxes.append(f'<label>{key} <select class="filter" data-key="{key}"><option value="">all</option>{opts}'
+                     "</select></label>")
+    return f'<div class="filters">{" ".join(boxes)} — <span id="shown"></span> shown</div>'
 
 
 def _page(title: str, body: str) -> str:
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-            f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>{body}</body></html>\n")
+            f"<style>{CSS}</style><script>{SCRIPT}</script></head><body><h1>{html.escape(title)}</h1>{body}"
+            "</body></html>\n")
+
+
+def _rollout_files(run_dir: Path) -> list[Path]:
+    rollouts = Path(run_dir) / "rollouts"
+    files = sorted(rollouts.glob("*.jsonl")) if rollouts.is_dir() else []
+    if not files:
+        raise ScaleCUAError(f"{rollouts}: no rollout records (*.jsonl); a run writes them each iteration, "
+                            "core.eval at its end")
+    return files
 
 
 def write_episode_pages(run_dir: Path) -> Path:
     """Write the pages into ``run_dir/report/episodes``; returns the index."""
     rollouts = Path(run_dir) / "rollouts"
-    files = sorted(rollouts.glob("*.jsonl")) if rollouts.is_dir() else []
-    if not files:
-        raise ScaleCUAError(f"{rollouts}: no rollout records (*.jsonl); a run writes them each iteration, "
-                                "core.eval at its end")
+    files = _rollout_files(run_dir)
     out = Path(run_dir) / "report" / "episodes"
     out.mkdir(parents=True, exist_ok=True)
     base = "../../rollouts/"  # screenshot paths in the records are relative to rollouts/
-    rows, per_task = [], defaultdict(lambda: [0, 0])
+    rows, per_task, listing = [], defaultdict(lambda: [0, 0]), []
     for path in files:
         records = read_records(path)
         successes = sum(bool(r.get("success")) for r in records)
@@ -171,15 +217,59 @@ def write_episode_pages(run_dir: Path) -> Path:
             per_task[str(r.get("task_id"))][0] += bool(r.get("success"))
             per_task[str(r.get("task_id"))][1] += 1
         name = path.stem + ".html"
-        (out / name).write_text(_page(f"{Path(run_dir).name}: {path.stem}",
-                                      "".join(episode_html(r, base, rollouts) for r in records)), encoding="utf-8")
+        filters = _filters({"task": [str(r.get("task_id")) for r in records], "outcome": ["success", "failure"]})
+        (out / name).write_text(_page(f"{Path(run_dir).name}: {path.stem}", filters + "".join(
+            episode_html(r, base, rollouts, iteration=path.stem) for r in records)), encoding="utf-8")
         rate = f"{successes / len(records):.0%}" if records else "-"
         rows.append(f'<tr><td><a href="{name}">{html.escape(path.stem)}</a></td><td>{len(records)}</td>'
                     f"<td>{successes}</td><td>{rate}</td></tr>")
+        listing.extend(
+            f'<tr class="filterable counted" data-task="{html.escape(str(r.get("task_id")))}" data-outcome="{outcome(r)}" '
+            f'data-iteration="{html.escape(path.stem)}"><td>{html.escape(path.stem)}</td>'
+            f'<td>{html.escape(str(r.get("task_id")))}</td><td class="{"ok" if r.get("success") else "fail"}">'
+            f'{outcome(r)}</td><td>{r.get("reward")}</td><td>{len(r.get("turns") or [])}</td><td>'
+            f'<a href="{name}#{html.escape(str(r.get("trajectory_id")))}">{html.escape(str(r.get("trajectory_id")))}'
+            "</a></td></tr>" for r in records)
     tasks = "".join(f"<tr><td>{html.escape(t)}</td><td>{s}/{n}</td></tr>" for t, (s, n) in sorted(per_task.items()))
+    filters = _filters({"task": list(per_task), "outcome": ["success", "failure"],
+                        "iteration": [p.stem for p in files]})
     index = out / "index.html"
     index.write_text(_page(f"{Path(run_dir).name}: episodes",
                            "<h2>Rollout files</h2><table><tr><th>file</th><th>episodes</th><th>successes</th>"
                            f"<th>success rate</th></tr>{''.join(rows)}</table><h2>Tasks</h2><table><tr><th>task"
-                           f"</th><th>successes / episodes</th></tr>{tasks}</table>"), encoding="utf-8")
+                           f"</th><th>successes / episodes</th></tr>{tasks}</table><h2>Episodes</h2>{filters}"
+                           "<table><tr><th>file</th><th>task</th><th>outcome</th><th>reward</th><th>turns</th>"
+                           f"<th>episode</th></tr>{''.join(listing)}</table>"), encoding="utf-8")
     return index
+
+
+def write_compare_page(out: Path, columns: Mapping[str, Path], title: str) -> Path:
+    """One page with each task's episodes of several runs side by side (``columns``: label -> run directory,
+    e.g. the evaluate stage's before and after), filterable by task and outcome; screenshots by relative path."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    by_task: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    rates: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    for label, run_dir in columns.items():
+        rollouts = Path(run_dir) / "rollouts"
+        base = Path(_relative(rollouts, out.parent)).as_posix() + "/"
+        for path in _rollout_files(run_dir):
+            for r in read_records(path):
+                task = str(r.get("task_id"))
+                by_task[task][label].append(episode_html(r, base, rollouts, iteration=path.stem))
+                rates[task][label][0] += bool(r.get("success"))
+                rates[task][label][1] += 1
+    labels = list(columns)
+    grid = f'style="grid-template-columns:repeat({len(labels)},max-content)"'
+    rows = []
+    for task in sorted(by_task):
+        cells = "".join(f"<div><h2>{html.escape(label)}: {rates[task][label][0]}/{rates[task][label][1]}</h2>"
+                        + "".join(by_task[task][label]) + "</div>" for label in labels)
+        rows.append(f'<div class="row filterable" data-task="{html.escape(task)}"><h2>{html.escape(task)}</h2>'
+                    f'<div class="compare" {grid}>{cells}</div></div>')
+    filters = _filters({"task": list(by_task), "outcome": ["success", "failure"]})
+    out.write_text(_page(title, filters + "".join(rows)), encoding="utf-8")
+    return out
+
+
+def _relative(target: Path, start: Path) -> str:
+    return os.path.relpath(Path(target).resolve(), Path(start).resolve())

@@ -32,6 +32,7 @@ from core.components import build_components
 from core.weight_sync import sync_weights
 from core.metrics import write_rollouts
 from core.rollouts import collect_groups
+from core.shots import ScreenshotPolicy
 from core.types import RolloutGroup, Task
 
 log = structlog.get_logger(__name__)
@@ -134,7 +135,7 @@ async def evaluate(resolved: Any, plugins: Any, run_dir: Path, *, ckpt: Path | N
         )
     finally:
         await c.close()
-    write_rollouts(run_dir, 0, results, tag="eval", screenshots=cfg.run.save_screenshots)
+    write_rollouts(run_dir, 0, results, tag="eval", screenshots=ScreenshotPolicy.of(cfg.run))
     groups = cfg.extra.get("eval_groups", {}) or {}
     table = summarize(results, c.tasks, passes, groups)
     rates = {g.task_id: sum(g.successes) / len(g.trajectories) for g in results}

@@ -28,6 +28,7 @@ from core.components import Components, build_components
 from core.metrics import MetricsLog, PhaseTimer, discard_attempt, rollout_metrics, write_rollouts
 from core.pluginmanager import Plugins
 from core.rollouts import collect_groups
+from core.shots import ScreenshotPolicy
 from core.tracking import start_trackers
 from core.types import RolloutGroup, Task, Trajectory
 from core.weight_sync import sync_weights
@@ -227,7 +228,7 @@ class TrainingRun:
                     sync_weights(c.trainer, c.engine, it + 1)  # the version: iterations the weights reflect
         else:
             log.warning("no trainable segments this iteration", iteration=it)
-        write_rollouts(self.run_dir, it, kept, screenshots=self.cfg.run.save_screenshots)
+        write_rollouts(self.run_dir, it, kept, screenshots=ScreenshotPolicy.of(self.cfg.run))
         self.rollouts_spent += float(counters.get("rollout/episodes_run", 0.0))
         every = self.cfg.run.eval_every
         if every and ((it + 1) % every == 0 or self.finishes_with(it + 1)):  # the last iteration is always evaluated

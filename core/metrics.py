@@ -18,7 +18,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
+import structlog
+
+from core.shots import ScreenshotPolicy, ShotWriter
 from core.types import EpisodeStatus, RolloutGroup, Trajectory
+
+log = structlog.get_logger(__name__)
 
 
 class PhaseTimer:
@@ -170,37 +175,52 @@ def trajectory_record(traj: Trajectory, screenshot_paths: Mapping[int | str, str
         "started_at": traj.metadata.get("started_at"),  # wall clock (epoch seconds)
         "judged_at": traj.metadata.get("judged_at"),
         "env_id": traj.metadata.get("env_id"),  # the environment it ran on (log lines carry the same id)
+        "recording": traj.metadata.get("recording"),  # a screen recording of the episode, where the environment made one
     }
 
 
 def write_rollouts(
-    run_dir: Path, iteration: int, groups: Sequence[RolloutGroup], tag: str = "iter", *, screenshots: bool = False
+    run_dir: Path, iteration: int, groups: Sequence[RolloutGroup], tag: str = "iter", *,
+    screenshots: bool | ScreenshotPolicy | None = None,
 ) -> Path:
     """``rollouts/<tag>_NNNNNN.jsonl`` (+ ``rollouts/shots/<trajectory>-<turn>.png`` when ``screenshots``)."""
     path = run_dir / "rollouts" / f"{tag}_{iteration:06d}.jsonl"
     return write_trajectories(path, [t for g in groups for t in g.trajectories], screenshots=screenshots)
 
 
-def write_trajectories(path: Path, trajectories: Iterable[Trajectory], *, screenshots: bool = False) -> Path:
-    """Trajectory records as JSON Lines at ``path``, written atomically; with ``screenshots`` the PNGs go to
-    ``shots/`` beside it (``<trajectory>-init.png`` for the first observation, ``<trajectory>-<turn>.png``)."""
+def write_trajectories(path: Path, trajectories: Iterable[Trajectory], *,
+                       screenshots: bool | ScreenshotPolicy | None = None) -> Path:
+    """Trajectory records as JSON Lines at ``path``, written atomically; with ``screenshots`` (True: every one
+    at full size, or a :class:`~core.shots.ScreenshotPolicy`) the PNGs go to ``shots/`` beside it
+    (``<trajectory>-init.png`` for the first observation, ``<trajectory>-<turn>.png``); a record whose
+    screenshots the policy's budget dropped says how many in ``screenshots_dropped``."""
     directory = path.parent
     directory.mkdir(parents=True, exist_ok=True)
+    policy = ScreenshotPolicy() if screenshots is True else screenshots or None
+    writer = ShotWriter(directory, policy) if policy is not None else None
     tmp = path.with_suffix(".tmp")
     with tmp.open("w", encoding="utf-8") as fh:
         for traj in trajectories:
             paths: dict[int | str, str] = {}
-            if screenshots:
-                (directory / "shots").mkdir(exist_ok=True)
+            dropped = writer.dropped if writer else 0
+            if writer is not None:
                 first = traj.initial_observation
                 if first is not None and first.screenshot is not None:
-                    paths["initial"] = f"shots/{traj.trajectory_id}-init.png"
-                    (directory / paths["initial"]).write_bytes(first.screenshot.png)
+                    if (rel := writer.write(f"{traj.trajectory_id}-init", first.screenshot)) is not None:
+                        paths["initial"] = rel
                 for turn in traj.turns:
                     if turn.observation is not None and turn.observation.screenshot is not None:
-                        rel = f"shots/{traj.trajectory_id}-{turn.index:02d}.png"
-                        (directory / rel).write_bytes(turn.observation.screenshot.png)
-                        paths[turn.index] = rel
-            fh.write(json.dumps(trajectory_record(traj, paths), default=str) + "\n")
+                        rel = writer.write(f"{traj.trajectory_id}-{turn.index:02d}", turn.observation.screenshot)
+                        if rel is not None:
+                            paths[turn.index] = rel
+            record = trajectory_record(traj, paths)
+            if writer is not None:
+                record["screenshot_max_side"] = writer.policy.max_side
+                if writer.dropped > dropped:
+                    record["screenshots_dropped"] = writer.dropped - dropped
+            fh.write(json.dumps(record, default=str) + "\n")
     os.replace(tmp, path)
+    if writer is not None and writer.dropped:
+        log.warning("screenshot budget reached: later screenshots were not kept", path=str(path),
+                    dropped=writer.dropped, budget_mb=writer.policy.budget_mb)
     return path

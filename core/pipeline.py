@@ -338,12 +338,16 @@ class Recipe:
 
         spec = self.recipe.evaluate
         overrides = {k: v for k, v in self.rl_overrides().items() if k == "tasks.paths"}
+        if spec.screenshots:
+            overrides.update({"run.save_screenshots": True, "run.screenshot_max_side": spec.screenshot_max_side,
+                              "run.screenshot_budget_mb": spec.screenshot_budget_mb})
         resolved = self.stage_config("evaluate", {**overrides, **spec.overrides}, EVAL_SLOTS)
         after = self.require("rl", "checkpoint", "evaluate") if "rl" in self.recipe.stages else None
         before = self._warm_checkpoint("evaluate")
         control = self.require("control", "checkpoint", "evaluate") if "control" in self.recipe.stages else None
         targets: list[str | None] = list(spec.sets) if spec.sets else [None]
         sets: dict[str, dict[str, Any]] = {}
+        pages: dict[str, str | None] = {}
         for target in targets:
             name, results = target or "pool", {}
             base = where if target is None else where / target
@@ -375,15 +379,35 @@ class Recipe:
                 results["floors"] = asyncio.run(measure_floors(resolved, self.plugins, run_dir, eval_set=target,
                                                                train_tasks=self._pool_tasks(resolved)))
             sets[name] = results
+            pages[name] = self._episode_pages(where, name, base, results)
         headline = sets[targets[0] or "pool"]
         everything = {"before": headline.get("before"), "after": headline.get("after"), "sets": sets}
         rundir.write_json_atomic(where / "before_after.json", everything)
         from core.recipe_report import before_after_report
 
         table = before_after_report(everything)
-        (where / "before_after.md").write_text(table + "\n", encoding="utf-8")
+        links = "".join(f"\n- {name}: {Path(page).relative_to(where)}" for name, page in pages.items() if page)
+        (where / "before_after.md").write_text(
+            table + (f"\n\nEpisodes, before and after side by side:{links}" if links else "") + "\n", encoding="utf-8")
         print(table)
-        return {"before_after": str(where / "before_after.json"), "table": str(where / "before_after.md")}
+        return {"before_after": str(where / "before_after.json"), "table": str(where / "before_after.md"),
+                "episodes": pages}
+
+    def _episode_pages(self, where: Path, name: str, base: Path, results: Mapping[str, Any]) -> str | None:
+        """The viewer's pages of each evaluated checkpoint of one set, and a page with each task's episodes
+        before / after (/ control) side by side: ``evaluate/report/<set>.html``."""
+        from core.episodes import write_compare_page, write_episode_pages
+
+        columns = {key: Path(r["reused_from"]).parent if r.get("reused_from") else base / key
+                   for key, r in results.items() if key != "floors" and r is not None}
+        try:
+            for run_dir in columns.values():
+                write_episode_pages(run_dir)
+            return str(write_compare_page(where / "report" / f"{name}.html", columns,
+                                          f"{name}: {' / '.join(columns)}"))
+        except ScaleCUAError as exc:  # no rollouts written (every episode lost): the numbers still stand
+            log.warning("no episode pages for this set", set=name, error=str(exc))
+            return None
 
 
 def _same_pool(a: Any, b: Any) -> bool:

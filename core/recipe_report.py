@@ -10,7 +10,9 @@ stage and the machine it ran on.
 
 from __future__ import annotations
 
+import html
 import json
+import os
 import os
 import platform
 from pathlib import Path
@@ -188,5 +190,27 @@ def write_recipe_report(root: Path, state: Mapping[str, Any]) -> dict[str, Any]:
         }
         plot_recipe_curves(records, evals, out / "curves.png")
         summary["curves"] = str(out / "curves.png")
+    pages = {name: page for name, page in (ev.get("episodes") or {}).items() if page and Path(page).is_file()}
+    if pages:
+        summary["episodes"] = pages
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    write_index(out, summary, root / "evaluate" / "before_after.md")
     return summary
+
+
+def write_index(out: Path, summary: Mapping[str, Any], table: Path) -> Path:
+    """``report/index.html``: the before/after table, the curves and links to the episode pages."""
+    parts = [f"<h1>{html.escape(Path(summary['root']).name)}</h1>"]
+    if table.is_file():
+        parts.append(f"<pre>{html.escape(table.read_text(encoding='utf-8'))}</pre>")
+    if summary.get("curves"):
+        parts.append(f'<img src="{html.escape(os.path.relpath(summary["curves"], out))}" alt="curves" width="900">')
+    links = "".join(f'<li><a href="{html.escape(os.path.relpath(page, out))}">{html.escape(name)}</a>: each '
+                    "task's episodes before and after RL, side by side</li>"
+                    for name, page in (summary.get("episodes") or {}).items())
+    if links:
+        parts.append(f"<h2>Episodes</h2><ul>{links}</ul>")
+    index = out / "index.html"
+    index.write_text('<!doctype html><html><head><meta charset="utf-8"><title>report</title></head><body>'
+                     + "".join(parts) + "</body></html>\n", encoding="utf-8")
+    return index

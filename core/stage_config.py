@@ -87,6 +87,11 @@ class EvaluateStage(_Strict):
     greedy: bool = Field(False, description="also one greedy pass (the most likely token) per checkpoint and set")
     floors: bool = Field(False, description="also the floors of each set: always fail, the most frequent oracle "
                          "(core/floors.py)")
+    screenshots: bool = Field(True, description="keep every episode's screenshots for the episode viewer "
+                              "(report/episodes/), downscaled to screenshot_max_side")
+    screenshot_max_side: int = Field(640, ge=16, description="longest side of a kept screenshot, in pixels")
+    screenshot_budget_mb: float = Field(64.0, gt=0, description="at most this many megabytes of screenshots per "
+                                        "evaluated checkpoint and set; past it records say how many were dropped")
     overrides: dict[str, Any] = Field(default_factory=dict)
 
 

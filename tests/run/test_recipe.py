@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from PIL import Image
 
 from core.checkpoint import list_complete
 from core.metrics import MetricsLog
@@ -136,6 +137,17 @@ def test_recipe_runs_every_stage_and_resumes_after_sigkill_without_redoing_a_sta
     assert list(summary["rl"]["eval_success"]) == ["2"]
     assert set(summary["stage_seconds"]) == {"warm_start", "refine", "rl", "evaluate"}
     assert (root / "report" / "curves.png").stat().st_size > 5000
+    # the evaluate stage kept its screenshots, downscaled; its page shows each task before and after side by side,
+    # and the report links it
+    page = root / "evaluate" / "report" / "pool.html"
+    assert summary["episodes"] == {"pool": str(page)}
+    text = page.read_text()
+    assert all(f"<h2>{label}: " in text for label in ("before", "after"))
+    shots = list((root / "evaluate" / "after" / "rollouts" / "shots").glob("*.png"))
+    assert shots and f'src="../after/rollouts/shots/{shots[0].name}"' in text
+    assert all(max(Image.open(shot).size) <= 640 for shot in shots)
+    assert 'href="../evaluate/report/pool.html"' in (root / "report" / "index.html").read_text()
+    assert "evaluate/report/pool.html" not in table and "report/pool.html" in table
 
 
 def test_a_stage_whose_input_is_missing_names_the_stage_that_should_have_produced_it(tmp_path) -> None:

@@ -11,7 +11,9 @@ The run directory holds ``demonstrations/`` (recorded oracles and their
 screenshots), ``metrics.jsonl`` (one line per optimizer step; the last step of
 each epoch adds the held-out loss), ``checkpoints/iter_NNNNNN`` (NNNNNN =
 optimizer steps, the format every stage reads: an RL run starts from it with
-``run.init_from``) and ``summary.json``. ``--resume`` (also after kill -9)
+``run.init_from``) and ``summary.json``. The configured ``trackers`` get every
+step's record (``train/loss/nll``, ``train/actor/lr``, ``heldout/loss`` at each
+epoch's end) through ``scalecua_iteration_end``. ``--resume`` (also after kill -9)
 continues from the newest complete checkpoint; the data order is a function of
 the seed and the epoch, so the resumed run trains exactly what the
 uninterrupted one would have.
@@ -46,6 +48,7 @@ from core.interfaces import JudgeServices
 from core.metrics import MetricsLog, write_trajectories
 from core.pluginmanager import Plugins
 from core.stage_config import WarmStartSection
+from core.tracking import start_trackers
 from core.tasks import load_tasks
 from core.types import Segment, Task
 
@@ -203,10 +206,19 @@ class WarmStart:
         split = split_demonstrations(demos, self.ws.held_out, cfg.run.seed)
         trainer = self.resolved.create("trainer", self.plugins, model=model, algorithm=cfg.algorithm,
                                        seed=cfg.run.seed, objective="cross_entropy")
+        start_trackers(self.resolved, self.plugins, self.run_dir)  # registered: the lifecycle hooks reach them
+        status = "failed"
         try:
-            return self._train(trainer, split, segments, report, resume=resume, progress=progress, started=started)
+            summary = self._train(trainer, split, segments, report, resume=resume, progress=progress,
+                                  started=started)
+            status = "completed"
+            return summary
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            status = "interrupted"
+            raise
         finally:
             trainer.close()
+            self.plugins.hook.scalecua_run_end(run_dir=self.run_dir, status=status)
 
     def _save(self, trainer: Any) -> None:
         path = self.ckpt.save(self.completed, trainer=trainer)
@@ -249,6 +261,7 @@ class WarmStart:
                         record["heldout/loss"] = held
                 self.completed = step + 1
                 self.metrics_log.append(record)
+                self.plugins.hook.scalecua_iteration_end(iteration=step, metrics=record, run_dir=self.run_dir)
                 if epoch_end or self.completed % ws.checkpoint_every == 0:
                     self._save(trainer)
                 bar.update(1)

@@ -4,6 +4,10 @@
 the run there, naming the tracker and the fix. The :class:`TrackerHub` is then registered as a plugin
 object, so ``scalecua_iteration_end`` and ``scalecua_run_end`` reach it like any observer; a tracker
 that fails there is logged once as a warning and skipped from then on: training never stops for it.
+
+With ``run.log_images_every: N`` the hub also keeps each task's latest episode (``scalecua_episode_end``)
+and every N iterations sends up to :data:`IMAGES_PER_LOG` of them, the first screenshot with the first
+turn's actions drawn (:func:`core.shots.sample_images`), through ``Tracker.log_images``.
 """
 
 from __future__ import annotations
@@ -19,13 +23,16 @@ from core.errors import ScaleCUAError
 log = structlog.get_logger(__name__)
 
 HUB_NAME = "scalecua-trackers"
+IMAGES_PER_LOG = 4
 
 
 class TrackerHub:
-    def __init__(self, trackers: list[tuple[str, Any]], plugins: Any):
+    def __init__(self, trackers: list[tuple[str, Any]], plugins: Any, *, images_every: int = 0):
         self.trackers = trackers  # (config path, tracker)
         self.plugins = plugins
         self.failed: set[str] = set()
+        self.images_every = images_every
+        self.latest: dict[str, Any] = {}  # task id -> its latest episode (only while images are logged)
 
     def _each(self, what: str, call: Any) -> None:
         for path, tracker in self.trackers:
@@ -39,10 +46,23 @@ class TrackerHub:
                             error=f"{type(exc).__name__}: {exc}")
 
     @hookimpl
+    def scalecua_episode_end(self, iteration: int, trajectory: Any, run_dir: Path) -> None:
+        if self.images_every:
+            self.latest.pop(trajectory.task_id, None)
+            self.latest[trajectory.task_id] = trajectory
+
+    @hookimpl
     def scalecua_iteration_end(self, iteration: int, metrics: Mapping[str, float], run_dir: Path) -> None:
         scalars = {k: float(v) for k, v in metrics.items()
                    if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "iteration"}
         self._each("log_metrics", lambda t: t.log_metrics(iteration, scalars))
+        if self.images_every and (iteration + 1) % self.images_every == 0 and self.latest:
+            from core.shots import sample_images
+
+            images = sample_images(reversed(list(self.latest.values())), IMAGES_PER_LOG)  # the newest first
+            self.latest.clear()
+            if images:
+                self._each("log_images", lambda t: t.log_images(iteration, images))
 
     @hookimpl
     def scalecua_run_end(self, run_dir: Path, status: str) -> None:
@@ -69,7 +89,7 @@ def start_trackers(resolved: Any, plugins: Any, run_dir: Path) -> TrackerHub | N
             raise ScaleCUAError(f"{path} ({name}) cannot start: {type(exc).__name__}: {exc}. Fix its options, "
                                 f"or remove it from trackers") from exc
         started.append((path, tracker))
-    hub = TrackerHub(started, plugins)
+    hub = TrackerHub(started, plugins, images_every=resolved.config.run.log_images_every)
     plugins.register(hub, name=HUB_NAME)
     log.info("trackers started", trackers=[resolved.components[p].name for p in paths])
     return hub

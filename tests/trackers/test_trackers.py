@@ -5,6 +5,7 @@ stops the run at start-up naming it; one that fails mid-run is a warning and tra
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -34,7 +35,8 @@ def small(runs: Path, trackers: str) -> list[str]:
 def test_three_trackers_at_once_see_the_config_the_components_and_every_metric(tmp_path: Path) -> None:
     trackers = ("[{name: tensorboard}, {name: wandb, options: {mode: offline, project: scalecua-test}},"
                 " {name: mlflow, options: {tracking_uri: 'sqlite:///mlflow.db', experiment: test}}]")
-    done = run_cli("core.run", "--config", str(CONFIG), *small(tmp_path, trackers), env=None)
+    done = run_cli("core.run", "--config", str(CONFIG), *small(tmp_path, trackers), "run.log_images_every=2",
+                   env=None)
     assert done.returncode == 0, done.stderr[-3000:]
     run_dir = only_run_dir(tmp_path)
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -48,6 +50,11 @@ def test_three_trackers_at_once_see_the_config_the_components_and_every_metric(t
     assert [round(e.value, 5) for e in events.Scalars("train/loss/pg")] == [round(m["train/loss/pg"], 5)
                                                                             for m in metrics]
     assert "config" in {t.rsplit("/", 1)[0] for t in events.Tags()["tensors"]}
+    # sample screenshots with the first action drawn: after iteration 1 (every 2), one per task, up to 4
+    images = events.Tags()["images"]
+    assert images and all(re.fullmatch(r"rollouts/[\w.-]+/(success|failure)", tag) for tag in images)
+    first = events.Images(images[0])[0]
+    assert first.step == 1 and first.width > 0 and first.encoded_image_string[:8] == b"\x89PNG\r\n\x1a\n"
 
     from mlflow.tracking import MlflowClient
 
@@ -60,9 +67,16 @@ def test_three_trackers_at_once_see_the_config_the_components_and_every_metric(t
     assert run.data.params["components.trainer"].startswith("torch (scalecua")
     # the config artifact lives in the run directory, not in ./mlruns of wherever the run started
     assert json.loads((run_dir / "mlflow-artifacts" / run.info.run_id / "artifacts" / "config.json").read_text())
+    logged = [p.name for p in (run_dir / "mlflow-artifacts" / run.info.run_id / "artifacts").rglob("*.png")]
+    assert logged and all(name.startswith("rollouts") for name in logged), logged
 
     [offline] = list((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))
     history, config = read_wandb(offline)
+    assert sorted({int(h["_step"]) for h in history}) == list(range(ITERATIONS))
+    pictures = {k.rsplit("/", 1)[0] for h in history for k, v in h.items() if k.endswith("/_type") and v == "image-file"}
+    assert pictures and all(re.fullmatch(r"rollouts/[\w.-]+/(success|failure)", key) for key in pictures)
+    assert list(offline.parent.glob("files/media/images/rollouts/**/*.png"))
+    history = [h for h in history if "success/rate" in h]
     assert [int(h["_step"]) for h in history] == list(range(ITERATIONS))
     assert [h["success/rate"] for h in history] == [m["success/rate"] for m in metrics]
     assert config["sampler"]["name"] == "frontier" and config["components.sampler"].startswith("frontier (scalecua")

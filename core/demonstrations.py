@@ -10,7 +10,8 @@ the screenshots saved beside it::
                 "parse_error": null, "feedback": null, "loop_feedback": null,
                 "screenshot": "shots/<id>-00.png"}, ...]}
 
-Three sources write it: recorded oracle runs (:mod:`core.record`), any run's own
+The same trajectories also load from a Hugging Face dataset that
+``python -m core.export`` wrote (:mod:`core.dataset_format`). Three sources write it: recorded oracle runs (:mod:`core.record`), any run's own
 rollouts (``run.save_screenshots: true``; rejection sampling keeps the
 successful ones) and VeriGen checker dry runs that reached a judge score of 1
 (``<synthesis run>/demonstrations/<task id>.jsonl``, one per accepted task, the
@@ -28,10 +29,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from pydantic import ValidationError
 
+from core.dataset_format import DatasetSchemaError, is_dataset, read_rows, row_record
 from core.errors import ActionParseError, ScaleCUAError
 from core.interfaces import ChatRenderer, Segmenter
 from core.types import Action, Observation, Screenshot, Segment, Task
@@ -87,56 +89,76 @@ class LoadReport:
         self.skipped[why] = self.skipped.get(why, 0) + 1
 
 
-def demonstration_files(paths: Iterable[str | Path], problems: list[str] | None = None) -> list[tuple[Path, bool]]:
-    """JSONL files behind ``paths`` and whether each is a run's own rollout record.
+def demonstration_files(paths: Iterable[str | Path], problems: list[str] | None = None) -> list[tuple[Path, str]]:
+    """Sources behind ``paths``, each with its kind: ``"file"`` (a JSONL demonstration file), ``"run"`` (a
+    run's own rollout record) or ``"dataset"`` (a Hugging Face dataset, :mod:`core.dataset_format`).
 
-    A path is a ``.jsonl`` file, a run directory (its ``rollouts/*.jsonl``) or a
+    A path is a ``.jsonl`` file, a run directory (its ``rollouts/*.jsonl``), a dataset (a ``.parquet`` file,
+    a directory of Parquet files or a ``save_to_disk`` directory; ``python -m core.export`` writes one) or a
     directory of ``.jsonl`` files (searched recursively).
     """
-    found: list[tuple[Path, bool]] = []
+    found: list[tuple[Path, str]] = []
     collect = problems is not None
     problems = problems if problems is not None else []
     for raw in paths:
         path = Path(raw).expanduser()
-        if path.is_file():
-            found.append((path, False))
+        if is_dataset(path):
+            found.append((path, "dataset"))
+        elif path.is_file():
+            found.append((path, "file"))
         elif path.is_dir() and (path / "rollouts").is_dir() and (path / "config.yaml").is_file():
-            found.extend((p, True) for p in sorted((path / "rollouts").glob("*.jsonl")))
+            found.extend((p, "run") for p in sorted((path / "rollouts").glob("*.jsonl")))
         elif path.is_dir():
             files = sorted(path.rglob("*.jsonl"))
             if not files:
-                problems.append(f"{path}: a directory without .jsonl demonstration files")
-            found.extend((p, False) for p in files)
+                problems.append(f"{path}: a directory without .jsonl demonstration files or a dataset")
+            found.extend((p, "file") for p in files)
         else:
-            problems.append(f"{path}: does not exist (give a .jsonl file, a run directory or a directory of .jsonl)")
+            problems.append(f"{path}: does not exist (give a .jsonl file, a run directory, a dataset directory "
+                            "or a directory of .jsonl)")
     if problems and not collect:
         raise DemonstrationError(problems)
     return found
 
 
-def _screenshot(base: Path, rel: Any, what: str, where: str, problems: list[str]) -> Screenshot | None:
+Fetch = Callable[[str], bytes]
+
+
+def _file_fetch(base: Path) -> Fetch:
+    return lambda rel: (base / rel).read_bytes()
+
+
+def _image_fetch(images: Sequence[bytes]) -> Fetch:
+    def fetch(rel: str) -> bytes:
+        try:
+            return images[int(rel.split(":", 1)[1])]
+        except (ValueError, IndexError):
+            raise FileNotFoundError(rel) from None
+    return fetch
+
+
+def _screenshot(fetch: Fetch, rel: Any, what: str, where: str, problems: list[str]) -> Screenshot | None:
     if not rel:
         problems.append(f"{where}: {what} has no screenshot: demonstrations need every screenshot the agent saw "
                         "(record runs with run.save_screenshots: true)")
         return None
-    path = base / str(rel)
     try:
-        return Screenshot.from_png(path.read_bytes())
+        return Screenshot.from_png(fetch(str(rel)))
     except OSError:
-        problems.append(f"{where}: {what}: screenshot {path} is missing")
+        problems.append(f"{where}: {what}: screenshot {rel} is missing")
     except Exception as exc:  # PIL's errors for a corrupt PNG are many
-        problems.append(f"{where}: {what}: screenshot {path} is not a readable PNG ({type(exc).__name__})")
+        problems.append(f"{where}: {what}: screenshot {rel} is not a readable PNG ({type(exc).__name__})")
     return None
 
 
-def _parse_record(line: Mapping[str, Any], base: Path, where: str, parse: Callable[[str], list[Action]],
+def _parse_record(line: Mapping[str, Any], fetch: Fetch, where: str, parse: Callable[[str], list[Action]],
                   problems: list[str]) -> Demonstration | None:
     turns_raw = line.get("turns")
     if not isinstance(turns_raw, list) or not turns_raw:
         problems.append(f"{where}: no turns")
         return None
     known = len(problems)
-    initial = _screenshot(base, line.get("initial_screenshot"), "the first observation", where, problems)
+    initial = _screenshot(fetch, line.get("initial_screenshot"), "the first observation", where, problems)
     turns: list[DemoTurn] = []
     for position, turn in enumerate(turns_raw):
         label = f"turn {position}"
@@ -164,7 +186,7 @@ def _parse_record(line: Mapping[str, Any], base: Path, where: str, parse: Callab
         last = position == len(turns_raw) - 1
         shot = None
         if not (terminal or last):
-            shot = _screenshot(base, turn.get("screenshot"), label, where, problems)
+            shot = _screenshot(fetch, turn.get("screenshot"), label, where, problems)
         turns.append(DemoTurn(text, actions, shot, turn.get("feedback"), turn.get("loop_feedback")))
         if terminal and not last:
             problems.append(f"{where}: {label} ends the episode ({actions[-1].type.value}) but more turns follow")
@@ -197,21 +219,10 @@ def load_demonstrations(
     collect = problems is not None
     problems = problems if problems is not None else []
     demos: list[Demonstration] = []
-    for file, from_run in demonstration_files(paths, problems):
-        try:
-            lines = file.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            problems.append(f"{file}: cannot be read ({exc})")
-            continue
-        for number, raw in enumerate(lines, start=1):
-            if not raw.strip():
-                continue
-            where = f"{file}:{number}"
+    for source, kind in demonstration_files(paths, problems):
+        for where, line, fetch in _records(source, kind, problems):
             report.records += 1
-            try:
-                line = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                problems.append(f"{where}: not JSON ({exc.msg} at char {exc.pos})")
+            if line is None:
                 continue
             if not isinstance(line, dict) or not isinstance(line.get("task_id"), str):
                 problems.append(f"{where}: not a trajectory record (no task_id); see core/demonstrations.py")
@@ -222,16 +233,43 @@ def load_demonstrations(
             if not _passes(line, success_only, min_reward):
                 report.skip("filtered out (success / reward)")
                 continue
-            if from_run and any(t.get("parse_error") for t in line.get("turns") or [] if isinstance(t, Mapping)):
+            if kind == "run" and any(t.get("parse_error") for t in line.get("turns") or [] if isinstance(t, Mapping)):
                 report.skip("holds an unparsable turn")
                 continue
-            demo = _parse_record(line, file.parent, where, parse, problems)
+            demo = _parse_record(line, fetch, where, parse, problems)
             if demo is not None:
                 demos.append(demo)
     if problems and not collect:
         raise DemonstrationError(problems)
     report.kept = len(demos)
     return demos, report
+
+
+def _records(source: Path, kind: str, problems: list[str]) -> Iterator[tuple[str, Any, Fetch]]:
+    """``(file:line or dataset[row], record or None when unreadable, screenshot fetcher)`` of one source."""
+    if kind == "dataset":
+        try:
+            for where, row, images in read_rows(source):
+                yield where, row_record(row, len(images)), _image_fetch(images)
+        except DatasetSchemaError as exc:
+            problems.append(str(exc))
+        return
+    try:
+        lines = source.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        problems.append(f"{source}: cannot be read ({exc})")
+        return
+    fetch = _file_fetch(source.parent)
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        where = f"{source}:{number}"
+        try:
+            record = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            problems.append(f"{where}: not JSON ({exc.msg} at char {exc.pos})")
+            record = None
+        yield where, record, fetch
 
 
 def _passes(line: Mapping[str, Any], success_only: bool, min_reward: float | None) -> bool:

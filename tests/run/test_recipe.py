@@ -149,6 +149,18 @@ def test_recipe_runs_every_stage_and_resumes_after_sigkill_without_redoing_a_sta
     assert 'href="../evaluate/report/pool.html"' in (root / "report" / "index.html").read_text()
     assert "evaluate/report/pool.html" not in table and "report/pool.html" in table
 
+    # the main job's trajectories export to a dataset that datasets and TRL read without our code
+    import datasets
+    from trl.data_utils import is_conversational
+
+    out = tmp_path / "dataset"
+    exported = run_cli("core.export", str(root / "evaluate" / "after"),
+                       str(root / "warm_start" / "demonstrations" / "oracle.jsonl"), "--out", str(out))
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    ds = datasets.load_dataset("parquet", data_dir=str(out), split="train", cache_dir=str(tmp_path / "hf-cache"))
+    assert len(ds) == json.loads(exported.stdout)["rows"] >= len(TASKS)
+    assert all(is_conversational(row) and len(row["images"]) >= 1 for row in ds)
+
 
 def test_a_stage_whose_input_is_missing_names_the_stage_that_should_have_produced_it(tmp_path) -> None:
     config = recipe_config(tmp_path, None)

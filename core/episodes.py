@@ -54,7 +54,8 @@ function scalecuaFilter(){
   let shown=0;
   document.querySelectorAll('.filterable').forEach(el=>{
     const ok=Object.entries(f).every(([k,v])=>!v||el.dataset[k]===undefined||el.dataset[k]===v);
-    el.style.display=ok?'':'none';if(ok&&el.classList.contains('counted'))shown++;});
+    el.style.display=ok?'':'none';
+    if(ok&&el.classList.contains('counted')&&!el.parentElement.closest('.filterable[style*="none"]'))shown++;});
   const c=document.getElementById('shown');if(c)c.textContent=shown;
 }
 document.addEventListener('DOMContentLoaded',()=>{

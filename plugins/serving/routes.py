@@ -20,6 +20,9 @@ log = structlog.get_logger(__name__)
 
 Route = Callable[[Any, Mapping[str, str]], tuple[int, Any]]
 PAUSE_MODES = ("abort", "wait", "keep")
+#: the routes that change what the server serves (its weights) or stop it serving: never open beyond loopback
+CONTROL_ROUTES = frozenset({"/pause", "/resume", "/init_weight_transfer_engine", "/start_weight_update",
+                            "/update_weights", "/finish_weight_update"})
 
 
 class Routes:

@@ -19,7 +19,9 @@ Differences from vLLM: one choice per request, no streaming, sampling only
 (temperature 0: greedy, as vLLM); ``/pause`` always waits for in-flight requests (an
 in-process generation cannot be aborted); with ``--api-key`` every route but
 ``/health`` needs the key (vLLM guards only ``/v1``). Binds to 127.0.0.1
-unless told otherwise: the weight routes let any caller replace the model.
+unless told otherwise: the weight routes let any caller replace the model, so
+a server bound beyond loopback without a key still serves generation but
+refuses them (``/pause``, ``/resume`` and the four weight-update routes: 403).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hmac
+import ipaddress
 import json
 import os
 import sys
@@ -42,7 +45,7 @@ from plugins.serving import protocol as proto
 from core.errors import ConfigError
 from core.interfaces import Generation, GenerationRequest, PolicyModel, RolloutEngine
 from plugins.serving.protocol import BadRequest
-from plugins.serving.routes import Routes, WeightReceiver
+from plugins.serving.routes import CONTROL_ROUTES, Routes, WeightReceiver
 
 log = structlog.get_logger(__name__)
 
@@ -118,6 +121,7 @@ class EngineServer:
         self.loop = asyncio.new_event_loop()
         self._loop_thread = threading.Thread(target=self.loop.run_forever, name="plugins.serving-engine", daemon=True)
         self._httpd: ThreadingHTTPServer | None = None
+        self.exposed = False  # bound beyond loopback (set by start)
         self._http_thread: threading.Thread | None = None
         self.routes = Routes(self)
 
@@ -130,6 +134,11 @@ class EngineServer:
         self._http_thread = threading.Thread(target=self._httpd.serve_forever, name="plugins.serving-http", daemon=True)
         self._http_thread.start()
         bound_host, bound_port = self._httpd.server_address[:2]
+        self.exposed = not ipaddress.ip_address(bound_host).is_loopback
+        if self.exposed and self.api_key is None:
+            log.warning("listening beyond loopback without an API key: generation is open, weight updates and "
+                        "pause/resume are refused; pass --api-key (or $SCALECUA_SERVE_API_KEY) to allow them",
+                        host=bound_host)
         log.info("serving", url=f"http://{bound_host}:{bound_port}", model=self.model_name)
         return f"http://{bound_host}:{bound_port}"
 
@@ -170,6 +179,11 @@ class _Handler(BaseHTTPRequestHandler):
             if url.path != "/health" and app.api_key is not None and not self._authorized(app.api_key):
                 self.close_connection = True  # the unread body must not be taken for the next request
                 raise BadRequest("missing or wrong API key: send 'Authorization: Bearer <key>'", status=401)
+            if app.api_key is None and app.exposed and url.path in CONTROL_ROUTES:
+                self.close_connection = True
+                raise BadRequest(f"{url.path} is refused: this server listens beyond loopback without an API key, "
+                                 "and this route changes the served weights; restart it with --api-key KEY (or "
+                                 "$SCALECUA_SERVE_API_KEY) and give the trainer's engine the same key", status=403)
             body = self._read_body() if method == "POST" else None
             route = app.routes.find(method, url.path)
             query = {k: v[-1] for k, v in parse_qs(url.query).items()}

@@ -38,11 +38,11 @@ def remote_engine(url: str, **options: Any) -> Any:
 
 
 @contextmanager
-def serving(**server_options: Any) -> Iterator[tuple[EngineServer, str]]:
-    """A fresh server (its own engine and weights) on a free loopback port."""
+def serving(host: str = "127.0.0.1", **server_options: Any) -> Iterator[tuple[EngineServer, str]]:
+    """A fresh server (its own engine and weights) on a free port of ``host`` (default: loopback)."""
     _, model = tiny_policy()
     server = EngineServer(hf_engine(), model, served_model_name="tiny", **server_options)
-    url = server.start("127.0.0.1", 0)
+    url = server.start(host, 0)
     try:
         yield server, url
     finally:

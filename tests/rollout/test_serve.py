@@ -134,6 +134,27 @@ def test_generate_refuses_features_that_do_not_fit_the_tokens(served: Any) -> No
         _refused(post(features(start, count, base64.b64encode(small.png).decode())), 400, "placeholder tokens")
 
 
+def test_beyond_loopback_without_a_key_generation_is_open_and_weight_updates_are_refused() -> None:
+    from plugins.serving.routes import CONTROL_ROUTES
+
+    with serving(host="0.0.0.0") as (server, url):
+        local = "http://127.0.0.1:" + url.rsplit(":", 1)[1]
+        assert httpx.get(f"{local}/v1/models").status_code == 200
+        assert httpx.post(f"{local}/v1/completions", json={"model": "tiny", "prompt": [1, 2], "max_tokens": 2},
+                          timeout=120).status_code == 200
+        for path in sorted(CONTROL_ROUTES):
+            _refused(httpx.post(f"{local}{path}", json={}), 403, path, "beyond loopback", "--api-key")
+        assert not server.gate.paused and not server.engine.weight_version
+    with serving(host="0.0.0.0", api_key="sesame") as (server, url):
+        local = "http://127.0.0.1:" + url.rsplit(":", 1)[1]
+        _refused(httpx.post(f"{local}/pause"), 401, "API key")
+        key = {"Authorization": "Bearer sesame"}
+        assert httpx.post(f"{local}/pause", headers=key).json() == {"status": "paused"}
+        assert httpx.post(f"{local}/resume", headers=key).json() == {"status": "resumed"}
+    with serving() as (server, url):  # loopback without a key: the trainer beside it may update the weights
+        assert httpx.post(f"{url}/pause").json() == {"status": "paused"} and server.gate.paused
+
+
 def test_http_level_errors(served: Any) -> None:
     server, client = served
     _refused(client.post("/v1/completions", content=b"{not json", headers={"Content-Type": "application/json"}),

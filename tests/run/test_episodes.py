@@ -163,7 +163,7 @@ def test_the_compare_page_shows_before_and_after_side_by_side(tmp_path) -> None:
     from core.episodes import write_compare_page
 
     blue = (30, 60, 200)
-    before, after = mixed()[:2], mixed()[:2]
+    before, after = mixed(), mixed()
     for t in after:
         t.initial_observation = Observation(shot(blue))
     write_trajectories(tmp_path / "before" / "rollouts" / "eval_000000.jsonl", before, screenshots=True)
@@ -182,7 +182,9 @@ def test_the_compare_page_shows_before_and_after_side_by_side(tmp_path) -> None:
     assert max(x for x, _ in greens) < min(x for x, _ in blues)
     assert abs(min(y for _, y in greens) - min(y for _, y in blues)) < 6
     dom = chromium("--dump-dom", page.as_uri() + "?outcome=success").stdout
-    assert shown(dom) == [("os-count-lines", "success")] * 2
+    assert shown(dom) == [("os-count-lines", "success")] * 2 + [("os-make-executable", "success")] * 2
+    dom = chromium("--dump-dom", page.as_uri() + "?task=os-make-executable").stdout
+    assert '<span id="shown">4</span>' in dom  # its before and after episodes; the other task's row is hidden
 
 
 def test_kept_screenshots_are_downscaled_capped_and_the_recording_linked(tmp_path) -> None:

@@ -161,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.checkpoint = checkpoint.resolve_checkpoint(args.checkpoint, what="--checkpoint")
     resolved, plugins = load_config(args.config, [*args.overrides, f"run.name={_name(args)}"],
                                     required=REQUIRED_SLOTS)
-    run_dir = rundir.prepare(resolved, plugins)
+    run_dir = rundir.prepare(resolved, plugins, command="core.eval")
     logs.configure(resolved.config.run.log_level, run_dir / "log.jsonl")
     result = asyncio.run(evaluate(resolved, plugins, run_dir, ckpt=args.checkpoint, passes=args.passes,
                                   eval_set=args.eval_set, greedy=args.greedy))

@@ -419,6 +419,8 @@ def recipe_dir(resolved: ResolvedConfig, plugins: Plugins, resume: str | bool | 
     if resume:
         path = Path(resume) if not isinstance(resume, bool) else rundir.latest_run_dir(resolved.config.run.output_dir,
                                                                                        name)
+        if path is not None:
+            rundir.check_resume_command(path, "core.pipeline")
         if path is None or not (path / STATE_FILE).is_file():
             raise ConfigError([f"--resume: no recipe directory with a {STATE_FILE} at "
                                f"{path or resolved.config.run.output_dir + '/' + name + '-*'}"])
@@ -429,6 +431,7 @@ def recipe_dir(resolved: ResolvedConfig, plugins: Plugins, resume: str | bool | 
     (path / "config.yaml").write_text(resolved.to_yaml(), encoding="utf-8")
     rundir.write_json_atomic(path / "plugins.json", rundir.plugin_manifest(resolved, plugins))
     rundir.write_json_atomic(path / STATE_FILE, {"stages": {}})
+    rundir.write_json_atomic(path / rundir.COMMAND_FILE, {"command": "core.pipeline"})
     return path
 
 

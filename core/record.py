@@ -151,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--repeats must be >= 1")
     logs.configure()
     resolved, plugins = load_config(args.config, [*args.overrides, "run.name=record"], required=REQUIRED_SLOTS)
-    run_dir = rundir.prepare(resolved, plugins)
+    run_dir = rundir.prepare(resolved, plugins, command="core.record")
     logs.configure(resolved.config.run.log_level, run_dir / "log.jsonl")
     out = args.out or run_dir / "demonstrations.jsonl"
     summary = asyncio.run(record(resolved, plugins, run_dir, out, repeats=args.repeats))

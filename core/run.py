@@ -37,7 +37,7 @@ def main(argv: Sequence[str] | None = None, *, extra_plugins: Sequence[object] =
     resolved, plugins = load_config(args.config, args.overrides, required=REQUIRED_SLOTS)
     for plugin in extra_plugins:
         plugins.register(plugin, name=type(plugin).__name__)
-    run_dir = rundir.prepare(resolved, plugins, resume=args.resume)
+    run_dir = rundir.prepare(resolved, plugins, resume=args.resume, command="core.run")
     logs.configure(resolved.config.run.log_level, run_dir / "log.jsonl")
     logs.bind(run_id=run_dir.name)
     log = structlog.get_logger("core.run")

@@ -94,19 +94,50 @@ def check_resume_config(saved: Path, raw: dict[str, Any]) -> None:
             f"{', '.join(RESUME_OVERRIDES)} may change), or start a new run"])
 
 
-def prepare(resolved: ResolvedConfig, plugins: Plugins, *, resume: str | Path | bool | None = None) -> Path:
-    """Create (or reopen, for ``resume``: the same configuration, :func:`check_resume_config`) the run directory
-    and record config and plugins."""
+#: the file naming the command that made a run directory; a resume by another command is refused
+COMMAND_FILE = "run.json"
+#: commands that run the same loop (their directories resume with either)
+_SAME_LOOP = {"plugins.ray.run": "core.run"}
+
+
+def run_command(path: Path) -> str | None:
+    """The command whose run ``path`` is (None: unknown, a directory from before the marker)."""
+    if (path / COMMAND_FILE).is_file():
+        try:
+            return str(json.loads((path / COMMAND_FILE).read_text(encoding="utf-8"))["command"])
+        except (ValueError, KeyError, TypeError):
+            return None
+    if (path / "pipeline.json").is_file():
+        return "core.pipeline"
+    return None
+
+
+def check_resume_command(path: Path, command: str) -> None:
+    """A resume continues a run of the same command: ``core.run --resume`` of a recipe or a warm start is refused."""
+    made_by = run_command(path)
+    if made_by is not None and _SAME_LOOP.get(made_by, made_by) != _SAME_LOOP.get(command, command):
+        raise ConfigError([f"--resume {path}: that directory is a run of python -m {made_by}, not of python -m "
+                           f"{command}; resume it with python -m {made_by} --config {path / 'config.yaml'} "
+                           f"--resume {path}"])
+
+
+def prepare(resolved: ResolvedConfig, plugins: Plugins, *, resume: str | Path | bool | None = None,
+            command: str = "core.run") -> Path:
+    """Create (or reopen, for ``resume``: a run of the same ``command`` with the same configuration,
+    :func:`check_resume_config`) the run directory and record config, plugins and the command."""
     run = resolved.config.run
     if resume:
         path = Path(resume) if not isinstance(resume, bool) else latest_run_dir(run.output_dir, run.name)
         if path is None or not (path / "config.yaml").is_file():
             where = path if path is not None else f"{run.output_dir}/{run.name}-*"
             raise ConfigError([f"--resume: no run directory with a config.yaml at {where}"])
+        check_resume_command(path, command)
         check_resume_config(path / "config.yaml", resolved.raw)
         (path / "config.yaml").write_text(resolved.to_yaml(), encoding="utf-8")  # the extended run.iterations
     else:
         path = new_run_dir(run.output_dir, run.name)
         (path / "config.yaml").write_text(resolved.to_yaml(), encoding="utf-8")
     write_json_atomic(path / "plugins.json", plugin_manifest(resolved, plugins))
+    if not (path / COMMAND_FILE).is_file():
+        write_json_atomic(path / COMMAND_FILE, {"command": command})
     return path

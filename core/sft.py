@@ -309,7 +309,7 @@ def main(argv: Sequence[str] | None = None, *, extra_plugins: Sequence[object] =
         plugins.register(plugin, name=type(plugin).__name__)
     resolved = validate(apply_overrides(resolved.raw, {"run.name": f"{resolved.config.run.name}-warm-start"},
                                         where="core.sft"), plugins, required=REQUIRED_SLOTS, source=resolved.source)
-    run_dir = rundir.prepare(resolved, plugins, resume=args.resume)
+    run_dir = rundir.prepare(resolved, plugins, resume=args.resume, command="core.sft")
     logs.configure(resolved.config.run.log_level, run_dir / "log.jsonl")
     logs.bind(run_id=run_dir.name)
     summary = asyncio.run(WarmStart(resolved, plugins, run_dir).run(resume=bool(args.resume)))

@@ -119,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.configure()
     resolved, plugins = load_config(args.config, args.overrides, required=REQUIRED_SLOTS)
     check_roles(resolved)
-    run_dir = rundir.prepare(resolved, plugins)
+    run_dir = rundir.prepare(resolved, plugins, command="core.synthesize")
     logs.configure(resolved.config.run.log_level, run_dir / "log.jsonl")
     logs.bind(run_id=run_dir.name)
     log.info("synthesis prepared", run_dir=str(run_dir),

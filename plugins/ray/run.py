@@ -143,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = RayOptions.from_extra(resolved.config.extra)
     placement = plan_placement(options)
     import_ray()
-    run_dir = rundir.prepare(resolved, plugins, resume=args.resume)
+    run_dir = rundir.prepare(resolved, plugins, resume=args.resume, command="plugins.ray.run")
     logs.configure(resolved.config.run.log_level, run_dir / "log.jsonl")
     logs.bind(run_id=run_dir.name)
     log.info("ray run prepared", run_dir=str(run_dir), placement=placement.describe())

@@ -40,3 +40,23 @@ def test_a_resume_may_extend_the_run(tmp_path) -> None:
     assert "iterations: 60" in (run_dir / "config.yaml").read_text()
     same, _ = _resolved(tmp_path)
     assert rundir.prepare(same, plugins, resume=True) == run_dir  # the latest run of this name
+
+
+def test_a_resume_by_another_command_is_refused_naming_the_one_that_made_the_run(tmp_path) -> None:
+    from core.pipeline import recipe_dir
+
+    resolved, plugins = _resolved(tmp_path)
+    rl = rundir.prepare(resolved, plugins, command="core.run")
+    saved = (rl / "config.yaml").read_text()
+    with pytest.raises(ConfigError, match=r"is a run of python -m core\.run, not of python -m core\.sft; resume it "
+                                          r"with python -m core\.run --config .*config\.yaml --resume"):
+        rundir.prepare(resolved, plugins, resume=rl, command="core.sft")
+    with pytest.raises(ConfigError, match=r"is a run of python -m core\.run, not of python -m core\.pipeline"):
+        recipe_dir(resolved, plugins, rl)
+    assert (rl / "config.yaml").read_text() == saved
+    assert rundir.prepare(resolved, plugins, resume=rl, command="plugins.ray.run") == rl  # the same loop
+
+    root = recipe_dir(resolved, plugins, None)
+    with pytest.raises(ConfigError, match=r"is a run of python -m core\.pipeline, not of python -m core\.run"):
+        rundir.prepare(resolved, plugins, resume=root, command="core.run")
+    assert recipe_dir(resolved, plugins, root) == root

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import numpy as np
 import structlog
 
-from core.errors import CheckpointError
+from core.errors import CheckpointError, DiskFull
 
 if TYPE_CHECKING:
     from core.interfaces import Sampler, TrainerBackend
@@ -216,8 +216,9 @@ class CheckpointManager:
             else:
                 os.rename(tmp, final)
             _fsync_dir(self.root)
-        except BaseException:
+        except BaseException as exc:
             shutil.rmtree(tmp, ignore_errors=True)
+            DiskFull.check(exc, final)  # a clear error naming the path and the free space
             raise
         self._prune()
         log.info("checkpoint saved", path=str(final), iteration=iteration,

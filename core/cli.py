@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 import structlog
 
-from core.errors import ScaleCUAError
+from core.errors import DiskFull, ScaleCUAError
 
 
 def config_parser(prog: str, description: str) -> argparse.ArgumentParser:
@@ -34,6 +34,13 @@ def main_guard(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] 
     except ScaleCUAError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except Exception as exc:
+        full = DiskFull.within(exc)
+        if full is None:
+            raise
+        error = full if isinstance(full, DiskFull) else DiskFull(getattr(full, "filename", None), full)
+        print(f"error: {error}", file=sys.stderr)
+        return error.exit_code
     except KeyboardInterrupt:
         structlog.get_logger("core").warning("interrupted")
         return 130

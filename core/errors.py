@@ -68,3 +68,53 @@ class CheckpointError(ScaleCUAError):
 
 class ActionParseError(ScaleCUAError):
     """A model response holds no parsable action; the message says what was expected."""
+
+
+class DiskFull(ScaleCUAError):
+    """A write failed for want of space (or quota) on the device holding ``path``. Whatever was being written is
+    incomplete and never taken as valid (checkpoints without their marker, torn log lines, temporary files are
+    all ignored or dropped on resume); the message names the path, the free space and the way on."""
+
+    def __init__(self, path: str | Path | None, cause: BaseException | None = None):
+        self.path = Path(path) if path is not None else None
+        where = self.path if self.path is not None else Path.cwd()
+        probe = where
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        try:
+            import shutil
+
+            usage = shutil.disk_usage(probe)
+            space = f"{usage.free / 2**20:.1f} MiB free of {usage.total / 2**20:.1f} MiB"
+        except OSError:
+            space = "free space unknown"
+        reason = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
+        super().__init__(f"no space left on the device writing {where}: {space}{reason}. Nothing incomplete is "
+                         "kept as valid: free some space (or point run.output_dir elsewhere), then run the same "
+                         "command with --resume; it continues from the newest complete checkpoint")
+
+    @staticmethod
+    def within(exc: BaseException | None) -> BaseException | None:
+        """The exception in ``exc``'s cause chain that reports a full disk or quota (errno ENOSPC / EDQUOT, or
+        a library's message for them: torch and safetensors re-raise it as their own error); None if none."""
+        import errno
+
+        seen: set[int] = set()
+        while exc is not None and id(exc) not in seen:
+            if isinstance(exc, DiskFull):
+                return exc
+            if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                return exc
+            if "No space left on device" in str(exc) or "os error 28" in str(exc):
+                return exc
+            seen.add(id(exc))
+            exc = exc.__cause__ or exc.__context__
+        return None
+
+    @classmethod
+    def check(cls, exc: BaseException, path: str | Path) -> None:
+        """Raise a :class:`DiskFull` for ``path`` from ``exc`` when ``exc`` is (caused by) a full disk."""
+        if isinstance(exc, DiskFull):
+            raise exc
+        if cls.within(exc) is not None:
+            raise cls(path, cls.within(exc)) from exc

@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import structlog
 
+from core.errors import DiskFull
 from core.shots import ScreenshotPolicy, ShotWriter
 from core.types import EpisodeStatus, RolloutGroup, Trajectory
 
@@ -95,10 +96,15 @@ class MetricsLog:
         return truncate_jsonl(self.path, lambda record: record.get("iteration", -1) < iteration)
 
     def append(self, record: Mapping[str, Any]) -> None:
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record, sort_keys=True, default=float) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        """One line, synced; a line a full disk tore is dropped on resume (:func:`truncate_jsonl`)."""
+        try:
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(record, sort_keys=True, default=float) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            DiskFull.check(exc, self.path)
+            raise
 
     def read(self) -> list[dict[str, Any]]:
         if not self.path.exists():
@@ -199,6 +205,20 @@ def write_trajectories(path: Path, trajectories: Iterable[Trajectory], *,
     policy = ScreenshotPolicy() if screenshots is True else screenshots or None
     writer = ShotWriter(directory, policy) if policy is not None else None
     tmp = path.with_suffix(".tmp")
+    try:
+        _write_records(tmp, trajectories, writer)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        DiskFull.check(exc, path)
+        raise
+    os.replace(tmp, path)
+    if writer is not None and writer.dropped:
+        log.warning("screenshot budget reached: later screenshots were not kept", path=str(path),
+                    dropped=writer.dropped, budget_mb=writer.policy.budget_mb)
+    return path
+
+
+def _write_records(tmp: Path, trajectories: Iterable[Trajectory], writer: ShotWriter | None) -> None:
     with tmp.open("w", encoding="utf-8") as fh:
         for traj in trajectories:
             paths: dict[int | str, str] = {}
@@ -219,8 +239,3 @@ def write_trajectories(path: Path, trajectories: Iterable[Trajectory], *,
                 if writer.dropped > dropped:
                     record["screenshots_dropped"] = writer.dropped - dropped
             fh.write(json.dumps(record, default=str) + "\n")
-    os.replace(tmp, path)
-    if writer is not None and writer.dropped:
-        log.warning("screenshot budget reached: later screenshots were not kept", path=str(path),
-                    dropped=writer.dropped, budget_mb=writer.policy.budget_mb)
-    return path

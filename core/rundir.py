@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from core.config import ResolvedConfig
-from core.errors import ConfigError
+from core.errors import ConfigError, DiskFull
 from core.pluginmanager import Plugins
 
 
@@ -56,7 +56,12 @@ def plugin_manifest(resolved: ResolvedConfig, plugins: Plugins) -> dict[str, Any
 
 def write_json_atomic(path: Path, payload: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    try:
+        tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        DiskFull.check(exc, path)
+        raise
     os.replace(tmp, path)
 
 

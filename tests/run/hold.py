@@ -1,8 +1,9 @@
 """A third-party observer plugin that holds a run at a known point until the test kills it.
 
 It is a real ``*.dist-info`` on PYTHONPATH, found through the ``scalecua`` entry-point group like any
-installed plugin. ``hook`` is ``episode_end`` (hold after the first judged episode of ``iteration``) or
-``checkpoint_saved`` (hold right after checkpoint ``iteration`` was written). The plugin writes the
+installed plugin. ``hook`` is ``episode_end`` (hold after the first judged episode of ``iteration``),
+``checkpoint_saved`` (hold right after checkpoint ``iteration`` was written) or ``checkpoint_write`` (hold inside
+the write of checkpoint ``iteration``: its files written, its COMPLETE marker not yet). The plugin writes the
 marker file atomically, then blocks, so a kill lands at that point by construction, not by timing.
 """
 
@@ -45,6 +46,19 @@ def scalecua_episode_end(iteration, trajectory, run_dir):
 def scalecua_checkpoint_saved(iteration, path):
     if HOOK == "checkpoint_saved" and iteration == AT:
         _hold(str(path))
+
+
+if HOOK == "checkpoint_write":  # inside the write: every file of the checkpoint but its COMPLETE marker
+    import core.checkpoint as _ckpt
+
+    _write_json = _ckpt._write_json
+
+    def _holding_write_json(path, payload):
+        if Path(path).name == _ckpt.COMPLETE_MARKER and payload.get("iteration") == AT:
+            _hold(str(path))
+        return _write_json(path, payload)
+
+    _ckpt._write_json = _holding_write_json
 """
 
 

@@ -3,7 +3,8 @@
 It is a real ``*.dist-info`` on PYTHONPATH, found through the ``scalecua`` entry-point group like any
 installed plugin. ``hook`` is ``episode_end`` (hold after the first judged episode of ``iteration``),
 ``checkpoint_saved`` (hold right after checkpoint ``iteration`` was written) or ``checkpoint_write`` (hold inside
-the write of checkpoint ``iteration``: its files written, its COMPLETE marker not yet). The plugin writes the
+the write of checkpoint ``iteration``: its files written, its COMPLETE marker not yet) or ``call:<module>.<function>``
+(hold right after the ``iteration``-th call of that function returned). The plugin writes the
 marker file atomically, then blocks, so a kill lands at that point by construction, not by timing.
 """
 
@@ -59,6 +60,22 @@ if HOOK == "checkpoint_write":  # inside the write: every file of the checkpoint
         return _write_json(path, payload)
 
     _ckpt._write_json = _holding_write_json
+
+if HOOK.startswith("call:"):  # at the AT-th call of a module-level function, e.g. call:core.eval.write_rollouts
+    import importlib
+
+    _module, _, _name = HOOK[5:].rpartition(".")
+    _target = importlib.import_module(_module)
+    _original, _calls = getattr(_target, _name), []
+
+    def _holding_call(*args, **kwargs):
+        _calls.append(1)
+        result = _original(*args, **kwargs)
+        if len(_calls) == AT:
+            _hold(HOOK)
+        return result
+
+    setattr(_target, _name, _holding_call)
 """
 
 

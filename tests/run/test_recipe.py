@@ -22,7 +22,7 @@ from core.metrics import MetricsLog
 
 from ..synthesis.helpers import act, fenced, file_task, typed_then, verdict
 from ..synthesis.scripted_llm import Rule, ScriptedLLM
-from .hold import hold_plugin, run_cli, wait_for
+from .hold import hold_plugin, kill_when_held, run_cli, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"
@@ -176,3 +176,32 @@ def test_a_stage_whose_input_is_missing_names_the_stage_that_should_have_produce
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "stage 'rl' needs checkpoint from stage 'warm_start'" in proc.stderr
     assert f"recorded '{gone}' but it no longer exists" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.desktop
+@pytest.mark.slow
+@pytest.mark.parametrize("stage, hook, at", [("warm_start", "checkpoint_write", 2),
+                                             ("evaluate", "call:core.eval.write_rollouts", 2)],
+                         ids=["inside the warm start's checkpoint write", "inside the evaluate stage"])
+def test_a_recipe_killed_inside_a_stage_redoes_only_what_was_lost(tmp_path, stage, hook, at) -> None:
+    """SIGKILL inside the warm start's last checkpoint write (its files written, the marker not), or inside the
+    evaluate stage (the "after" rollouts written, its results not); the resume continues the warm start from its
+    complete checkpoint / redoes the evaluation, and every step, iteration and record is there exactly once."""
+    config = recipe_config(tmp_path, None)
+    env = hold_plugin(tmp_path / "plugin", hook=hook, iteration=at)
+    kill_when_held(["core.pipeline", "--config", str(config)], env, f"{hook} {at} in {stage}", timeout_s=1500)
+    root = recipe_root(tmp_path)
+    assert json.loads((root / "pipeline.json").read_text())["stages"][stage]["status"] == "running"
+
+    resumed = run_cli("core.pipeline", "--config", str(config), "--resume", str(root))
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    state = json.loads((root / "pipeline.json").read_text())["stages"]
+    assert all(state[s]["status"] == "completed" for s in ("warm_start", "refine", "rl", "evaluate"))
+    steps = json.loads((root / "warm_start" / "summary.json").read_text())["steps"]
+    assert [r["iteration"] for r in MetricsLog(root / "warm_start").read()] == list(range(steps))
+    assert [p.name for p in (root / "warm_start" / "checkpoints").iterdir() if p.name.startswith(".tmp")] == []
+    assert [r["iteration"] for r in MetricsLog(root / "rl").read()] == [0, 1, 2]
+    results = json.loads((root / "evaluate" / "before_after.json").read_text())
+    assert results["before"]["passes"] == results["after"]["passes"] == 2
+    after = (root / "evaluate" / "after" / "rollouts" / "eval_000000.jsonl").read_text().splitlines()
+    assert len(after) == 2 * len(TASKS)  # one evaluation's episodes, not two attempts'

@@ -43,7 +43,8 @@ table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.25em .6em;te
 pre{white-space:pre-wrap;background:#f6f6f6;padding:.4em;margin:.2em 0;max-width:60em}
 .noshot{width:560px;height:80px;border:1px dashed #aaa;display:flex;align-items:center;justify-content:center}
 .filters{position:sticky;top:0;background:#fff;padding:.4em 0;border-bottom:1px solid #ddd;z-index:2}
-.compare{display:grid;gap:1em;align-items:start}.compare .shot,.compare .noshot{width:380px}
+.compare{display:grid;gap:1em;align-items:start}.compare .shot,.compare .noshot{width:400px}
+.compare pre{max-width:400px;overflow-wrap:anywhere}.compare p{overflow-wrap:anywhere}
 .compare .turn{flex-direction:column}.compare h2{margin:.2em 0}.row{border-top:2px solid #888;margin-top:1em}
 """
 #: the filters: every element with class ``filterable`` is hidden when a filter's value differs from its
@@ -160,7 +161,8 @@ def episode_html(record: Mapping[str, Any], base: str, rollouts: Path, *, iterat
             f'{outcome(record)}</h3><p>trajectory {html.escape(str(record.get("trajectory_id")))}, '
             f'status {html.escape(str(record.get("status")))}'
             + (f' ({html.escape(str(record.get("status_reason")))})' if record.get("status_reason") else "")
-            + f', reward {record.get("reward")}, advantage {record.get("advantage")}'
+            + f', reward {record.get("reward")}'
+            + (f', advantage {record.get("advantage")}' if record.get("advantage") is not None else "")
             + (f", {dropped} screenshots not kept (over run.screenshot_budget_mb)" if dropped else "") + "</p>"
             f"<p>judge: {_judgement(record)}</p>{_recording(record, base)}")
     turns, seen = [], record.get("initial_screenshot")
@@ -260,7 +262,7 @@ def write_compare_page(out: Path, columns: Mapping[str, Path], title: str) -> Pa
                 rates[task][label][0] += bool(r.get("success"))
                 rates[task][label][1] += 1
     labels = list(columns)
-    grid = f'style="grid-template-columns:repeat({len(labels)},max-content)"'
+    grid = f'style="grid-template-columns:repeat({len(labels)},440px)"'
     rows = []
     for task in sorted(by_task):
         cells = "".join(f"<div><h2>{html.escape(label)}: {rates[task][label][0]}/{rates[task][label][1]}</h2>"

@@ -42,7 +42,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import structlog
 
-from core.errors import ScaleCUAError
+from core.errors import EnvironmentFailure, ScaleCUAError
 from core.interfaces import Environment, JudgeCall, JudgeExecutor
 from core.types import JudgementStatus
 from plugins.judges.options import SandboxOptions
@@ -221,9 +221,23 @@ class HostSandbox:
         try:
             report = json.loads(lines[-1])
         except (IndexError, ValueError):
+            if proc.returncode is not None and proc.returncode < 0:
+                # the supervisor itself died by a signal before it reported: the judge cannot reach it (it runs in
+                # its own pid namespace), so something outside did (the OOM killer, an operator): no verdict
+                # on the episode, which is retried on a fresh desktop like any infrastructure failure
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)  # whatever of its sandbox is left
+                except ProcessLookupError:
+                    pass
+                raise JudgeWorkerLost(f"the judge sandbox's supervisor was killed by signal {-proc.returncode} "
+                                      "before it reported; the episode is retried")
             tail = stderr.decode("utf-8", "replace")[-1500:]
             return {"status": "sandbox_error", "error": f"the sandbox supervisor failed (exit {proc.returncode}): {tail}"}
         return report if isinstance(report, dict) else {"status": "sandbox_error", "error": "malformed report"}
+
+
+class JudgeWorkerLost(EnvironmentFailure):
+    """The process judging an episode was killed from outside: the episode gets no score and is retried."""
 
 
 class SandboxExecutor(JudgeExecutor):

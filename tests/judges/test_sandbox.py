@@ -241,3 +241,49 @@ def test_a_task_id_bound_by_the_caller_is_kept_in_the_log(sandbox, host_guard):
     finally:
         structlog.contextvars.unbind_contextvars("task_id")
     assert [e["task_id"] for e in logs if e["event"].startswith("judge call failed")] == ["bound-7"]
+
+
+def _supervisors() -> list[int]:
+    """This process's sandbox supervisors (``python -I -S sandbox_runner.py`` children)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                stat = Path(entry.path, "stat").read_text()
+                cmdline = Path(entry.path, "cmdline").read_bytes()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2:].split()[1]) == os.getpid() and str(RUNNER).encode() in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+def test_a_supervisor_killed_from_outside_is_no_verdict_and_the_episode_is_retried(host_guard):
+    """The OOM killer or an operator SIGKILLs the supervisor mid-judgement: that is an infrastructure failure
+    (EnvironmentFailure: the episode loop retries the episode and never scores it), not the judge's crash."""
+    import signal
+
+    from core.errors import EnvironmentFailure
+    from plugins.judges.sandbox import JudgeWorkerLost
+
+    endless = "def metric(result, expected):\n    while True:\n        pass\n"
+    executor = make_executor(wall_timeout_s=120.0, cpu_time_s=120)
+
+    async def judge_and_kill() -> Exception | None:
+        call = asyncio.ensure_future(executor.run_metric(endless, "metric", 1, 1, {}))
+        while not _supervisors():  # the event: the supervisor exists
+            await asyncio.sleep(0.05)
+        for pid in _supervisors():
+            os.kill(pid, signal.SIGKILL)
+        try:
+            await call
+        except Exception as exc:
+            return exc
+        return None
+
+    error = run(judge_and_kill())
+    assert isinstance(error, JudgeWorkerLost) and isinstance(error, EnvironmentFailure), error
+    assert "killed by signal 9" in str(error) and "retried" in str(error)
+    # a judge that crashes on its own is still the judge's verdict: crashed, scored 0
+    crashing = "def metric(result, expected):\n    raise ValueError('no')\n"
+    assert run(executor.run_metric(crashing, "metric", 1, 1, {})).status == "crashed"

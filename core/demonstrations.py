@@ -121,20 +121,22 @@ def demonstration_files(paths: Iterable[str | Path], problems: list[str] | None 
     return found
 
 
-Fetch = Callable[[str], bytes]
+class Fetch:
+    """A record's screenshots by the name it gives them: files beside a JSONL file, or a dataset row's images."""
 
+    def __init__(self, base: Path | None = None, images: Sequence[bytes] = ()) -> None:
+        self.base, self.images = base, images
 
-def _file_fetch(base: Path) -> Fetch:
-    return lambda rel: (base / rel).read_bytes()
+    def where(self, rel: str) -> str:
+        return str(self.base / rel) if self.base is not None else rel
 
-
-def _image_fetch(images: Sequence[bytes]) -> Fetch:
-    def fetch(rel: str) -> bytes:
+    def __call__(self, rel: str) -> bytes:
+        if self.base is not None:
+            return (self.base / rel).read_bytes()
         try:
-            return images[int(rel.split(":", 1)[1])]
+            return self.images[int(rel.split(":", 1)[1])]
         except (ValueError, IndexError):
             raise FileNotFoundError(rel) from None
-    return fetch
 
 
 def _screenshot(fetch: Fetch, rel: Any, what: str, where: str, problems: list[str]) -> Screenshot | None:
@@ -145,9 +147,10 @@ def _screenshot(fetch: Fetch, rel: Any, what: str, where: str, problems: list[st
     try:
         return Screenshot.from_png(fetch(str(rel)))
     except OSError:
-        problems.append(f"{where}: {what}: screenshot {rel} is missing")
+        problems.append(f"{where}: {what}: screenshot {fetch.where(str(rel))} is missing")
     except Exception as exc:  # PIL's errors for a corrupt PNG are many
-        problems.append(f"{where}: {what}: screenshot {rel} is not a readable PNG ({type(exc).__name__})")
+        problems.append(f"{where}: {what}: screenshot {fetch.where(str(rel))} is not a readable PNG "
+                        f"({type(exc).__name__})")
     return None
 
 
@@ -250,7 +253,7 @@ def _records(source: Path, kind: str, problems: list[str]) -> Iterator[tuple[str
     if kind == "dataset":
         try:
             for where, row, images in read_rows(source):
-                yield where, row_record(row, len(images)), _image_fetch(images)
+                yield where, row_record(row, len(images)), Fetch(images=images)
         except DatasetSchemaError as exc:
             problems.append(str(exc))
         return
@@ -259,7 +262,7 @@ def _records(source: Path, kind: str, problems: list[str]) -> Iterator[tuple[str
     except (OSError, UnicodeDecodeError) as exc:
         problems.append(f"{source}: cannot be read ({exc})")
         return
-    fetch = _file_fetch(source.parent)
+    fetch = Fetch(source.parent)
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue

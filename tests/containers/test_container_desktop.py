@@ -163,9 +163,9 @@ def test_container_killed_mid_episode_is_replaced(harness: Harness, pool: Contai
 
     async def episode() -> tuple[str, str]:
         env = await pool.acquire()
-        victim = env.container_id
         await env.reset(task)
         await env.step(oracle[0])
+        victim = env.container_id  # after the reset: a reset that stalls moves the episode to a fresh container
         await asyncio.to_thread(env.slot.engine.kill, victim)  # the container dies mid-episode
         with pytest.raises(EnvironmentFailure):
             for action in oracle[1:]:

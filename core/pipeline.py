@@ -335,6 +335,7 @@ class Recipe:
         ``{"sets": {name: {"before", "after", "before_greedy", "after_greedy", "floors"}}}`` with the first
         set's ``before`` and ``after`` also at the top (the headline)."""
         from core.eval import evaluate
+        from core.recipe_report import before_after_report, episode_pages
 
         spec = self.recipe.evaluate
         overrides = {k: v for k, v in self.rl_overrides().items() if k == "tasks.paths"}
@@ -379,12 +380,10 @@ class Recipe:
                 results["floors"] = asyncio.run(measure_floors(resolved, self.plugins, run_dir, eval_set=target,
                                                                train_tasks=self._pool_tasks(resolved)))
             sets[name] = results
-            pages[name] = self._episode_pages(where, name, base, results)
+            pages[name] = episode_pages(where, name, base, results)
         headline = sets[targets[0] or "pool"]
         everything = {"before": headline.get("before"), "after": headline.get("after"), "sets": sets}
         rundir.write_json_atomic(where / "before_after.json", everything)
-        from core.recipe_report import before_after_report
-
         table = before_after_report(everything)
         links = "".join(f"\n- {name}: {Path(page).relative_to(where)}" for name, page in pages.items() if page)
         (where / "before_after.md").write_text(
@@ -392,22 +391,6 @@ class Recipe:
         print(table)
         return {"before_after": str(where / "before_after.json"), "table": str(where / "before_after.md"),
                 "episodes": pages}
-
-    def _episode_pages(self, where: Path, name: str, base: Path, results: Mapping[str, Any]) -> str | None:
-        """The viewer's pages of each evaluated checkpoint of one set, and a page with each task's episodes
-        before / after (/ control) side by side: ``evaluate/report/<set>.html``."""
-        from core.episodes import write_compare_page, write_episode_pages
-
-        columns = {key: Path(r["reused_from"]).parent if r.get("reused_from") else base / key
-                   for key, r in results.items() if key != "floors" and r is not None}
-        try:
-            for run_dir in columns.values():
-                write_episode_pages(run_dir)
-            return str(write_compare_page(where / "report" / f"{name}.html", columns,
-                                          f"{name}: {' / '.join(columns)}"))
-        except ScaleCUAError as exc:  # no rollouts written (every episode lost): the numbers still stand
-            log.warning("no episode pages for this set", set=name, error=str(exc))
-            return None
 
 
 def _same_pool(a: Any, b: Any) -> bool:

@@ -13,11 +13,13 @@ from __future__ import annotations
 import html
 import json
 import os
-import os
 import platform
 from pathlib import Path
 from typing import Any, Mapping
 
+import structlog
+
+from core.errors import ScaleCUAError
 from core.metrics import MetricsLog
 
 
@@ -214,3 +216,20 @@ def write_index(out: Path, summary: Mapping[str, Any], table: Path) -> Path:
     index.write_text('<!doctype html><html><head><meta charset="utf-8"><title>report</title></head><body>'
                      + "".join(parts) + "</body></html>\n", encoding="utf-8")
     return index
+
+
+def episode_pages(where: Path, name: str, base: Path, results: Mapping[str, Any]) -> str | None:
+    """The viewer's pages of each evaluated checkpoint of one set (``results``: label -> core.eval result, under
+    ``base/<label>`` unless reused from elsewhere), and a page with each task's episodes before / after (/ control)
+    side by side: ``<where>/report/<set>.html``; None (and a warning) when there are no rollouts to show."""
+    from core.episodes import write_compare_page, write_episode_pages
+
+    columns = {key: Path(r["reused_from"]).parent if r.get("reused_from") else base / key
+               for key, r in results.items() if key != "floors" and r is not None}
+    try:
+        for run_dir in columns.values():
+            write_episode_pages(run_dir)
+        return str(write_compare_page(where / "report" / f"{name}.html", columns, f"{name}: {' / '.join(columns)}"))
+    except ScaleCUAError as exc:  # no rollouts written (every episode lost): the numbers still stand
+        structlog.get_logger(__name__).warning("no episode pages for this set", set=name, error=str(exc))
+        return None

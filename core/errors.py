@@ -116,5 +116,5 @@ class DiskFull(ScaleCUAError):
         """Raise a :class:`DiskFull` for ``path`` from ``exc`` when ``exc`` is (caused by) a full disk."""
         if isinstance(exc, DiskFull):
             raise exc
-        if cls.within(exc) is not None:
-            raise cls(path, cls.within(exc)) from exc
+        if (cause := cls.within(exc)) is not None:
+            raise cls(path, cause) from exc

@@ -15,6 +15,7 @@ The system prompt and the task instructions come from a config: ``--config`` (de
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import shutil
 import sys
@@ -93,8 +94,6 @@ def export(sources: Sequence[str | Path], out: Path, resolved: ResolvedConfig, p
            success_only: bool = False, min_reward: float | None = None, overwrite: bool = False,
            shard_rows: int = 1000) -> dict[str, Any]:
     """Write the dataset; returns a summary (rows, images, skipped records, files)."""
-    import asyncio
-
     if out.exists() and any(out.iterdir()):
         if not overwrite:
             raise ConfigError([f"--out {out}: exists and is not empty; choose another directory or pass --force"])

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from core import logs
+from core.runtime import logs
 from core.types import Action, ActionType, Task
 from environments.containers import build
 from environments.containers.container_desktop import (
@@ -39,7 +39,7 @@ from environments.containers.container_desktop import (
 )
 from environments.containers.podman_service import PodmanService
 from environments.local_desktop import LocalDesktopBackend, LocalDesktopOptions
-from core.recipe_report import machine
+from core.commands.recipe_report import machine
 
 #: the backend's default rlimits (what users get), soft = hard
 ULIMITS = ContainerDesktopOptions().ulimits

@@ -22,9 +22,9 @@ import sys
 import time
 from typing import Any
 
-from core import logs
+from core.runtime import logs
 from core.types import Action, ActionType, Task
-from core.recipe_report import machine
+from core.commands.recipe_report import machine
 from environments.local_desktop import LocalDesktop, LocalDesktopBackend, LocalDesktopOptions
 
 

@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     modes = ["simulated", "desktops"] if args.mode == "both" else [args.mode]
     results = {mode: soak(mode, args, out) for mode in modes}
-    from core.recipe_report import machine
+    from core.commands.recipe_report import machine
 
     print(json.dumps({
         "benchmark": "faults",

@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     items = {str(n): {"lm_forward_tflop": round(lm_forward(shape, n, n // 10) / 1e12, 2),
                       "actor_plus_reference_tflop": round(4 * lm_forward(shape, n, n // 10) / 1e12, 2)}
              for n in args.tokens}
-    from core.recipe_report import machine
+    from core.commands.recipe_report import machine
 
     print(json.dumps({"benchmark": "flops", "quick": args.quick, "machine": machine(),
                       "settings": {"tokens": list(args.tokens), "visual_tokens": args.visual_tokens,

@@ -29,7 +29,7 @@ from typing import Any, Awaitable, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core import logs  # noqa: E402
+from core.runtime import logs  # noqa: E402
 from plugins.judges.options import SandboxOptions  # noqa: E402
 from plugins.judges.sandbox import SandboxExecutor, detect_isolation  # noqa: E402
 from plugins.judges.validator import EntryPoint, validate_judge_code  # noqa: E402

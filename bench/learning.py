@@ -152,7 +152,7 @@ def main() -> int:
     for seed in seeds:
         print(f"[learning] seed {seed}: fresh run of {args.config}", file=sys.stderr, flush=True)
         runs.append(run_seed(args.config, seed, overrides))
-    from core.recipe_report import machine
+    from core.commands.recipe_report import machine
 
     result = {"benchmark": "learning", "quick": args.quick, "config": args.config, "seeds": seeds,
               "settings": overrides, "machine": machine(), "wall_s": round(time.perf_counter() - started, 1),

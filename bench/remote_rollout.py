@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from core import logs
+from core.runtime import logs
 from core.interfaces import GenerationRequest, Message
 from core.pluginmanager import load_plugins
 from plugins.serving.server import EngineServer

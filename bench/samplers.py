@@ -24,7 +24,7 @@ The simulated learner (one model for every sampler; nothing in it depends on whi
   expanding) run, each spanning the run (``schedule_iterations = iterations``).
 * Every variant runs under several learner settings (``LEARNERS``: the base learner, transfer between
   similar tasks, forgetting, both, and slower per-task learning), side by side.
-* The training loop is driven exactly as ``core.loop`` drives it: select, roll out, ``accept`` each group,
+* The training loop is driven exactly as ``core.runtime.loop`` drives it: select, roll out, ``accept`` each group,
   ``top_up`` until the batch is full or the sampler stops, ``observe`` every group rolled out.
 
 Reported per learner setting and sampler (mean over seeds, per-seed values alongside): share of rolled-out groups with non-zero
@@ -55,7 +55,7 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
 
-from core import logs  # noqa: E402
+from core.runtime import logs  # noqa: E402
 from core.registry import Registry  # noqa: E402
 from core.types import Evaluator, Task  # noqa: E402
 from samplers.plugin import scalecua_register_samplers  # noqa: E402

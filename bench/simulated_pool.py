@@ -27,7 +27,7 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
 
-from core import logs  # noqa: E402
+from core.runtime import logs  # noqa: E402
 from core.types import Action, ActionType, Task  # noqa: E402
 from core.interfaces import JudgeServices  # noqa: E402
 from core.registry import Registry  # noqa: E402

@@ -48,11 +48,11 @@ sys.path.insert(0, str(_HERE.parent))
 
 from bench import flops  # noqa: E402
 from bench.vcs_sweep import PAPER, SWEEP, k_sweep, plot_sweep  # noqa: E402
-from core import logs  # noqa: E402
+from core.runtime import logs  # noqa: E402
 from core.config import AlgorithmSection  # noqa: E402
 from core.pluginmanager import load_plugins  # noqa: E402
 from core.types import EpisodeStatus, Judgement, Observation, RolloutGroup, Screenshot, Trajectory  # noqa: E402
-from core.recipe_report import machine  # noqa: E402
+from core.commands.recipe_report import machine  # noqa: E402
 
 K_SWEEP = SWEEP
 WORDS = ("the", "cell", "click", "menu", "file", "save", "column", "row", "value", "open", "dialog", "button",

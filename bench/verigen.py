@@ -37,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core import logs  # noqa: E402
+from core.runtime import logs  # noqa: E402
 from core.pluginmanager import load_plugins  # noqa: E402
 from core.interfaces import JudgeServices  # noqa: E402
 from plugins.synthesis.pipeline import PipelineOptions, VeriGenPipeline  # noqa: E402

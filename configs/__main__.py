@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from core.config_files import packaged_configs
+from core.config.files import packaged_configs
 
 
 def main() -> int:

@@ -1,4 +1,6 @@
-"""ScaleCUA core: hook specs, registries, configuration, data types and the run loop.
+"""ScaleCUA core, in three layers (``core/README.md``): the contract at this top level (hook specs, kinds,
+interfaces, types, registries, errors, configuration), the runtime that drives plugins (:mod:`core.runtime`) and
+the commands a user runs (:mod:`core.commands`, each ``python -m core.<name>``). Imports go only downward.
 
 Plugins import ``hookimpl`` from here::
 

@@ -132,7 +132,7 @@ def scalecua_episode_end(iteration: int, trajectory: Any, run_dir: Path) -> None
 @hookspec
 def scalecua_iteration_end(iteration: int, metrics: Mapping[str, float], run_dir: Path) -> None:
     """Called after every training iteration with that iteration's scalar metrics: an RL iteration
-    (:mod:`core.loop`) or an optimizer step of the warm start (:mod:`core.sft`, ``train/*`` and ``heldout/loss``)."""
+    (:mod:`core.runtime.loop`) or an optimizer step of the warm start (:mod:`core.sft`, ``train/*`` and ``heldout/loss``)."""
 
 
 @hookspec

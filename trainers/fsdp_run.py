@@ -115,8 +115,8 @@ def follow(trainer: Any) -> None:
 
 
 def _follower_main(argv: Sequence[str]) -> int:
-    from core import logs
-    from core.cli import config_parser
+    from core.runtime import logs
+    from core.commands.cli import config_parser
     from core.config import load_config
 
     stage, argv = _stage(argv)
@@ -130,7 +130,7 @@ def _follower_main(argv: Sequence[str]) -> int:
                          f"'{resolved.components['trainer'].name}'; set trainer.name: torch-fsdp")
     objective = "grpo"
     if stage == "warm_start":  # the same config rank 0's core.sft trains with
-        from core.sft import stage_config
+        from core.commands.sft import stage_config
 
         resolved, objective = stage_config(resolved, plugins), "cross_entropy"
     model = resolved.create("model", plugins, run_dir=Path(os.devnull))
@@ -162,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import importlib
 
     stage, argv = _stage(argv)
-    from core.cli import main_guard
+    from core.commands.cli import main_guard
 
     run_main = importlib.import_module(STAGES[stage]).main
     driver = FSDPDriver()

@@ -16,7 +16,7 @@ Pure functions on tensors and on the typed objects of :mod:`core.types`:
   every trainer backend offers both (``objective``: see :data:`core.interfaces.OBJECTIVES`).
 
 Every hyperparameter comes from :class:`core.config.AlgorithmSection`. Rewards and
-advantages themselves are computed by :mod:`core.advantages` (the loop needs them
+advantages themselves are computed by :mod:`core.runtime.advantages` (the loop needs them
 without torch); this module re-exports them.
 """
 
@@ -28,8 +28,8 @@ from typing import Iterable, Mapping, Sequence
 
 import torch
 
-from core import advantages as core_advantages
-from core.advantages import episode_reward, group_advantages
+from core.runtime import advantages as core_advantages
+from core.runtime.advantages import episode_reward, group_advantages
 from core.config import AlgorithmSection
 from core.types import RolloutGroup, Segment
 
@@ -47,7 +47,7 @@ _K3_BOUND = 10.0
 
 # ---------------------------------------------------------------------------
 # Rewards and advantages (per trajectory): the loop needs them without torch, so they
-# live in core.advantages; this wrapper takes the hyperparameters from the config section.
+# live in core.runtime.advantages; this wrapper takes the hyperparameters from the config section.
 # ---------------------------------------------------------------------------
 
 

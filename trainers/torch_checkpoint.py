@@ -4,20 +4,29 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import structlog
 import torch
 
 from core.errors import CheckpointError
 
-if TYPE_CHECKING:
-    from trainers.torch_backend import TorchTrainer
-
 log = structlog.get_logger(__name__)
 
 
-def save(trainer: TorchTrainer, path: Path) -> None:
+class Checkpointed(Protocol):
+    """What checkpoint I/O reads and restores of a trainer (``trainers.torch_backend.TorchTrainer``)."""
+
+    model: torch.nn.Module
+    reference: torch.nn.Module | None
+    optimizer: torch.optim.Optimizer
+    device: torch.device
+    steps: int
+    options: Any  # the backend's options model (``init_optimizer``, ...)
+    trainable_names: list[str]
+
+
+def save(trainer: Checkpointed, path: Path) -> None:
     """Weights (safetensors), AdamW state, RNG states and the step count under ``path``."""
     from safetensors.torch import save_model
 
@@ -36,7 +45,7 @@ def save(trainer: TorchTrainer, path: Path) -> None:
     }, indent=2) + "\n", encoding="utf-8")
 
 
-def load(trainer: TorchTrainer, path: Path) -> None:
+def load(trainer: Checkpointed, path: Path) -> None:
     """Everything :func:`save` wrote, checked against this trainer's model first."""
     from safetensors.torch import load_model
 
@@ -63,7 +72,7 @@ def load(trainer: TorchTrainer, path: Path) -> None:
     trainer.steps = int(meta["steps"])
 
 
-def load_weights(trainer: TorchTrainer, path: Path) -> None:
+def load_weights(trainer: Checkpointed, path: Path) -> None:
     """``run.init_from``: the weights (and with ``init_optimizer`` the AdamW moments) of a checkpoint."""
     from safetensors.torch import load_model
 
@@ -85,7 +94,7 @@ def load_weights(trainer: TorchTrainer, path: Path) -> None:
     log.info("trainer weights initialized", path=str(weights), optimizer=trainer.options.init_optimizer)
 
 
-def _load_optimizer_moments(trainer: TorchTrainer, path: Path) -> None:
+def _load_optimizer_moments(trainer: Checkpointed, path: Path) -> None:
     """The AdamW second moments and step count of ``path`` (``trainer.options.init_optimizer``), under this run's
     hyperparameters; the first moments start at zero."""
     state_file = path / "optimizer.pt"

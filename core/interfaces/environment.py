@@ -88,7 +88,7 @@ class EnvironmentBackend(abc.ABC):
 
     def unsupported_steps(self, task: Task) -> list[str]:
         """The setup step types of ``task`` (``config`` and ``evaluator.postconfig``) this backend cannot run;
-        checked for the whole pool before any desktop starts (:mod:`core.task_check`). Default: none."""
+        checked for the whole pool before any desktop starts (:mod:`core.runtime.task_check`). Default: none."""
         return []
 
     def convert_task(self, raw: Mapping[str, Any]) -> Task:

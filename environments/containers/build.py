@@ -376,7 +376,7 @@ def build_from_context(context: Path, tag: str, *, engine_cli: str = "podman", r
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from core import logs
+    from core.runtime import logs
 
     parser = argparse.ArgumentParser(prog="python -m environments.containers.build", description=__doc__.splitlines()[0])
     parser.add_argument("--variant", default="full", choices=sorted(VARIANTS), help="which applications (default full)")
@@ -400,6 +400,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from core.cli import main_guard
+    from core.commands.cli import main_guard
 
     sys.exit(main_guard(main))

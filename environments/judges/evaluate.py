@@ -34,7 +34,7 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 import structlog
 
 from core.errors import EnvironmentFailure, FilesMissing
-from core.task_check import generated_functions as defined_functions  # one definition, shared
+from core.runtime.task_check import generated_functions as defined_functions  # one definition, shared
 from core.interfaces import Environment, JudgeExecutor, JudgeServices
 from core.types import Action, ActionType, Judgement, JudgementStatus, SetupStep, Task
 from environments.judges.sandboxed import SandboxedMetric

@@ -30,7 +30,7 @@ import tempfile
 import threading
 from typing import Any, Sequence
 
-from core import logs
+from core.runtime import logs
 from core.errors import ScaleCUAError
 from environments.probe.desktop import Desktop
 from environments.probe.routes import ROUTES, ProbeState

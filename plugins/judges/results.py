@@ -61,7 +61,7 @@ def log_outcome(call: JudgeCall, *, kind: str, function: str, task_id: str | Non
     """Failures are logged with the task id (they score 0); successes at debug level.
 
     The task id is ``task_id`` when given, else whatever the caller bound with
-    :func:`core.logs.bind` (the training loop binds each episode's task id).
+    :func:`core.runtime.logs.bind` (the training loop binds each episode's task id).
     """
     fields = dict(kind=kind, function=function, executor=executor, status=call.status,
                   duration_s=round(call.duration_s, 4))

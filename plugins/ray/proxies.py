@@ -2,7 +2,7 @@
 
 They implement the same interfaces (:class:`~core.interfaces.TrainerBackend`,
 :class:`~core.interfaces.RolloutEngine`, :class:`~core.interfaces.EnvironmentBackend`),
-so :mod:`core.loop` runs unchanged on top of them.
+so :mod:`core.runtime.loop` runs unchanged on top of them.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``python -m plugins.ray.run --config FILE [KEY=VALUE ...] [--resume [RUN_DIR]]``: train on Ray.
 
-The training loop is :mod:`core.loop`'s, unchanged, on the driver; the trainer,
+The training loop is :mod:`core.runtime.loop`'s, unchanged, on the driver; the trainer,
 the rollout engines and the environment pools are Ray actors placed by the
 config's ``extra.ray`` section (:class:`plugins.ray.options.RayOptions`). Without
 ``extra.ray.address`` a local Ray instance starts (a laptop); with
@@ -15,8 +15,10 @@ from typing import Any, Sequence
 
 import structlog
 
-from core import hookimpl, logs, rundir
-from core.cli import config_parser, main_guard
+from core import hookimpl
+
+from core.runtime import logs, rundir
+from core.commands.cli import config_parser, main_guard
 from core.config import ResolvedConfig, load_config
 from core.errors import ScaleCUAError
 from plugins.ray.options import Placement, RayOptions, plan_placement
@@ -147,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.configure(resolved.config.run.log_level, run_dir / "log.jsonl")
     logs.bind(run_id=run_dir.name)
     log.info("ray run prepared", run_dir=str(run_dir), placement=placement.describe())
-    from core.loop import train
+    from core.runtime.loop import train
 
     cluster = RayCluster(resolved, options, placement, run_dir)
     plugins.register(RayPlacement(cluster, run_dir), name="ray-placement", distribution="scalecua (plugins.ray)")

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import threading
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 import structlog
 
+from core.interfaces import Generation, GenerationRequest, RolloutEngine
 from plugins.serving import protocol as proto
-from core.interfaces import RolloutEngine
+from plugins.serving.gate import Gate
 from plugins.serving.protocol import BadRequest
 from plugins.serving.weight_transfer import GlooChannel, InitInfo, UpdateInfo, WeightTransferProtocolError, receive_tensors
-
-if TYPE_CHECKING:
-    from plugins.serving.server import EngineServer, Gate
 
 log = structlog.get_logger(__name__)
 
@@ -25,8 +23,21 @@ CONTROL_ROUTES = frozenset({"/pause", "/resume", "/init_weight_transfer_engine",
                             "/update_weights", "/finish_weight_update"})
 
 
+class Served(Protocol):
+    """What the routes need of the server in front of the engine (``plugins.serving.server.EngineServer``)."""
+
+    model_name: str
+    renderer: Any
+    vocab_size: int
+    banned_ids: tuple[int, ...]
+    gate: Gate
+    weights: WeightReceiver
+
+    def generate(self, request: GenerationRequest) -> Generation: ...
+
+
 class Routes:
-    def __init__(self, app: EngineServer) -> None:
+    def __init__(self, app: Served) -> None:
         self.app = app
         self.table: dict[tuple[str, str], Route] = {
             ("GET", "/health"): lambda body, q: (200, None),

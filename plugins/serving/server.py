@@ -34,9 +34,8 @@ import json
 import os
 import sys
 import threading
-from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 from urllib.parse import parse_qs, urlsplit
 
 import structlog
@@ -45,61 +44,12 @@ from plugins.serving import protocol as proto
 from core.errors import ConfigError
 from core.interfaces import Generation, GenerationRequest, PolicyModel, RolloutEngine
 from plugins.serving.protocol import BadRequest
+from plugins.serving.gate import Gate
 from plugins.serving.routes import CONTROL_ROUTES, Routes, WeightReceiver
 
 log = structlog.get_logger(__name__)
 
 MAX_BODY_BYTES = 512 << 20
-
-
-class Gate:
-    """Admission of generations: paused or updating servers hold new requests until resumed."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self.paused = False
-        self._exclusive = False
-        self._in_flight = 0
-
-    @contextmanager
-    def generation(self) -> Iterator[None]:
-        with self._cond:
-            self._cond.wait_for(lambda: not self.paused and not self._exclusive)
-            self._in_flight += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._in_flight -= 1
-                self._cond.notify_all()
-
-    @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        """No generation runs inside (weights change here)."""
-        with self._cond:
-            self._cond.wait_for(lambda: not self._exclusive)
-            self._exclusive = True
-            self._cond.wait_for(lambda: self._in_flight == 0)
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._exclusive = False
-                self._cond.notify_all()
-
-    @property
-    def in_flight(self) -> int:
-        return self._in_flight
-
-    def pause(self) -> None:
-        with self._cond:
-            self.paused = True
-            self._cond.wait_for(lambda: self._in_flight == 0)
-
-    def resume(self) -> None:
-        with self._cond:
-            self.paused = False
-            self._cond.notify_all()
 
 
 class EngineServer:
@@ -292,7 +242,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from core import logs
+    from core.runtime import logs
 
     args = parse_args(argv)
     logs.configure()
@@ -319,7 +269,7 @@ def _on_signals(callback: Callable[[], None]) -> None:
 
 
 def run() -> int:
-    from core.cli import main_guard
+    from core.commands.cli import main_guard
 
     return main_guard(main)
 

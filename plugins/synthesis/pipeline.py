@@ -325,7 +325,7 @@ class VeriGenPipeline(SynthesisPipeline):
     def _save_demonstration(self, trajectory: Any) -> None:
         """An accepted task's successful dry run -> ``<run_dir>/demonstrations/<task id>.jsonl`` (+ screenshots):
         a warm-start demonstration (``warm_start.demonstrations.paths``) of a task in the export."""
-        from core.metrics import write_trajectories
+        from core.runtime.metrics import write_trajectories
 
         path = self.run_dir / "demonstrations" / f"{trajectory.task_id}.jsonl"
         write_trajectories(path, [trajectory], screenshots=True)

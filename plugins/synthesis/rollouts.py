@@ -9,7 +9,7 @@ A rollout file is JSON Lines, one trajectory per line::
                 "screenshot": "shots/it000003-t0001-r02-00.png"}, ...]}
 
 ``screenshot`` (optional) is a PNG path relative to the file. The training
-loop writes exactly this shape (``core.metrics.trajectory_record``, into
+loop writes exactly this shape (``core.runtime.metrics.trajectory_record``, into
 ``<run_dir>/rollouts/iter_NNNNNN.jsonl``; screenshots with
 ``run.save_screenshots: true``); ``judgement.score`` stands in for ``success`` when that key is
 missing. Per-task pass rates come from a JSON object ``{task_id: rate}``, or

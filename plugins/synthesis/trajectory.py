@@ -23,7 +23,7 @@ import structlog
 from pydantic import Field
 
 from core.errors import ConfigError
-from core.tasks import load_tasks
+from core.runtime.tasks import load_tasks
 from core.types import Observation, Screenshot, Task
 
 from plugins.synthesis import prompts

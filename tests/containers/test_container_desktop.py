@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from core import envcheck
+from core.commands import envcheck
 from core.errors import EnvironmentFailure
 from core.pluginmanager import Plugins, load_plugins
 from core.types import Task

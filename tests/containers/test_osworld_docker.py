@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from core import envcheck
+from core.commands import envcheck
 from core.errors import ScaleCUAError
 from core.pluginmanager import Plugins
 from core.interfaces import JudgeServices

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from core.config import load_config, load_raw
 from core.errors import ConfigError
 from core.pluginmanager import load_plugins
-from core.tasks import load_tasks
+from core.runtime.tasks import load_tasks
 from environments.setup import SetupContext, _local_source
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from core.ablate import aggregate, cell_overrides, curves, expand, load_spec, mean_curve
-from core.ablate import format_table as format_ablation
-from core.ablate import main as ablate_main
+from core.commands.ablate import aggregate, cell_overrides, curves, expand, load_spec, mean_curve
+from core.commands.ablate import format_table as format_ablation
+from core.commands.ablate import main as ablate_main
 from core.errors import ConfigError, ScaleCUAError
-from core.eval import format_table, pass_at_k, summarize
-from core.metrics import MetricsLog
-from core.report import plot_ablation, write_report
+from core.commands.eval import format_table, pass_at_k, summarize
+from core.runtime.metrics import MetricsLog
+from core.runtime.plots import plot_ablation, write_report
 from core.types import Evaluator, Judgement, RolloutGroup, Task, Trajectory
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,8 @@ import inspect
 import pytest
 
 from core import hookspecs, kinds, registry
-from core.config import Config, ConfigError, SLOT_KINDS, load_config
+from core.config import SLOT_KINDS, Config, load_config
+from core.errors import ConfigError
 from core.interfaces import SynthesisPipeline, SynthesizerRole
 from core.registry import resolve_ref
 

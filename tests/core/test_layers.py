@@ -97,3 +97,98 @@ def test_every_public_module_exists_and_is_used() -> None:
     for module in PUBLIC:
         assert (ROOT / (module.replace(".", "/") + ".py")).is_file(), f"{module} is listed as public but missing"
     assert used == set(PUBLIC), f"public modules nobody imports any more: {sorted(set(PUBLIC) - used)}"
+
+
+# -- core's own layers (issue 39): the contract at the top level, core.runtime, core.commands -------------------
+
+CORE = ROOT / "core"
+#: ``python -m core.<name>``: the documented command names, each a module that only calls its command's main
+COMMAND_NAMES = sorted(p.stem for p in CORE.glob("*.py")
+                       if p.stem != "__init__" and (CORE / "commands" / p.name).is_file())
+RANK = {"contract": 0, "runtime": 1, "commands": 2, "command name": 3}
+
+
+def core_layer(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "core":
+        return None
+    if len(parts) > 1 and parts[1] in ("runtime", "commands"):
+        return parts[1]
+    if len(parts) > 1 and parts[1] in COMMAND_NAMES:
+        return "command name"
+    return "contract"
+
+
+def module_of(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    return ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+
+
+def is_module(name: str) -> bool:
+    path = ROOT / name.replace(".", "/")
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def absolute_imports(path: Path) -> list[str]:
+    """Every project module ``path`` imports, lazy and TYPE_CHECKING imports included: ``from a import b``
+    imports the module ``a.b`` when there is one, else (a name defined in) ``a``."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            subs = [f"{node.module}.{alias.name}" for alias in node.names]
+            names += [sub if is_module(sub) else node.module for sub in subs]
+    return names
+
+
+def test_the_command_names_are_the_documented_commands() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    documented = {name for name in COMMAND_NAMES if f"python -m core.{name}" in readme}
+    assert documented == set(COMMAND_NAMES) and len(COMMAND_NAMES) >= 12, (COMMAND_NAMES, documented)
+
+
+def test_core_imports_only_downward() -> None:
+    """The contract imports no runtime and no command; the runtime no command; a command name only its main."""
+    offenders = []
+    for path in sorted(CORE.rglob("*.py")):
+        source = core_layer(module_of(path) if path.name != "__init__.py" else module_of(path) + ".__init__")
+        for name in absolute_imports(path):
+            target = core_layer(name)
+            if target and RANK[target] > RANK[source or "contract"]:
+                offenders.append(f"{path.relative_to(ROOT)} ({source}) imports {name} ({target})")
+    assert not offenders, "\n".join(offenders)
+    for name in COMMAND_NAMES:
+        imported = {n for n in absolute_imports(CORE / f"{name}.py") if n.startswith("core.")}
+        assert imported <= {f"core.commands.{name}", f"core.commands.{name}.main", "core.commands.cli",
+                            "core.commands.cli.main_guard"}, f"core/{name}.py is more than a command's name: {imported}"
+
+
+def test_the_contract_is_what_a_plugin_author_reads_and_stays_small() -> None:
+    contract = [p for p in CORE.rglob("*.py") if core_layer(module_of(p)) == "contract"]
+    lines = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in contract)
+    assert lines <= 2800, f"the contract layer has grown to {lines} lines (issue 39: about 2,500)"
+
+
+def test_no_import_cycle_between_files() -> None:
+    """Between any two project files, lazy and TYPE_CHECKING imports included (a cycle there still means the
+    split between the two files is in the wrong place)."""
+    files = {module_of(p): p for top in (*TOPS, "bench", "configs") for p in (ROOT / top).rglob("*.py")}
+    graph = {mod: {name for name in absolute_imports(path) if name in files and name != mod}
+             for mod, path in files.items()}
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append([*stack[stack.index(nxt):], nxt])
+            elif nxt not in state:
+                visit(nxt, [*stack, nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert not cycles, f"import cycles between files: {cycles}"

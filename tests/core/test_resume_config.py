@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core import rundir
+from core.runtime import rundir
 from core.config import load_config
 from core.errors import ConfigError
 
@@ -43,7 +43,7 @@ def test_a_resume_may_extend_the_run(tmp_path) -> None:
 
 
 def test_a_resume_by_another_command_is_refused_naming_the_one_that_made_the_run(tmp_path) -> None:
-    from core.pipeline import recipe_dir
+    from core.commands.pipeline import recipe_dir
 
     resolved, plugins = _resolved(tmp_path)
     rl = rundir.prepare(resolved, plugins, command="core.run")

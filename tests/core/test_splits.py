@@ -1,4 +1,4 @@
-"""Nothing evaluated is trained on: the split check (core/splits.py) on family pools, by hand-made leaks, and at
+"""Nothing evaluated is trained on: the split check (core/runtime/splits.py) on family pools, by hand-made leaks, and at
 load through the evaluation sets of a config."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from core.config import TasksSection
-from core.components import TaskPools
+from core.runtime.components import TaskPools
 from core.errors import ConfigError
-from core.splits import check_splits, split_problems
+from core.runtime.splits import check_splits, split_problems
 from core.types import Task
 from plugins.synthesis.families.splits import PoolLayout, plan_variants
 

@@ -13,7 +13,7 @@ import pytest
 from core.errors import ConfigError
 from core.interfaces import JudgeServices
 from core.pluginmanager import load_plugins
-from core.task_check import check_pool, generated_functions, task_problems
+from core.runtime.task_check import check_pool, generated_functions, task_problems
 from core.types import Task
 from environments.local_desktop import LocalDesktopBackend, LocalDesktopOptions
 

@@ -1,4 +1,4 @@
-"""PPO mini-batches and epochs: how an iteration's groups become optimizer steps (core.updates)."""
+"""PPO mini-batches and epochs: how an iteration's groups become optimizer steps (core.runtime.updates)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from core.config import AlgorithmSection
 from core.types import EpisodeStatus, RolloutGroup, Segment, Trajectory
-from core.updates import merge_step_metrics, mini_batches
+from core.runtime.updates import merge_step_metrics, mini_batches
 
 
 def group(task: str, rollouts: int = 2, segments: int = 2) -> RolloutGroup:

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from pydantic import ValidationError
 
-from core.episode import EpisodeDeps, EpisodeSettings, run_episode
+from core.runtime.episode import EpisodeDeps, EpisodeSettings, run_episode
 from core.errors import EnvironmentFailure
 from core.interfaces import Generation, GenerationRequest, RolloutEngine
 from core.types import Action, ActionType, EpisodeStatus, Task

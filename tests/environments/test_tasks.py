@@ -11,7 +11,7 @@ import pytest
 
 from core.errors import ConfigError
 from core.pluginmanager import Plugins
-from core.tasks import load_tasks
+from core.runtime.tasks import load_tasks
 from core.types import ActionType
 from environments.setup import STEP_HANDLERS
 from environments.tasks import ROOT, bundled_task_paths, load_bundled_tasks, load_task_file, oracle_actions

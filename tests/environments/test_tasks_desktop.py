@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from core import envcheck
+from core.commands import envcheck
 from core.pluginmanager import load_plugins
 from environments.tasks import load_bundled_tasks
 
@@ -57,7 +57,7 @@ def test_envcheck_cli_prints_json_and_exit_code(capsys: pytest.CaptureFixture[st
 
 
 def test_envcheck_cli_rejects_unknown_tasks_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
-    from core.cli import main_guard
+    from core.commands.cli import main_guard
 
     assert main_guard(envcheck.main, ["--tasks", "no-such-task"]) == 2
     assert "unknown task ids ['no-such-task']" in capsys.readouterr().err

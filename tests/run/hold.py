@@ -50,7 +50,7 @@ def scalecua_checkpoint_saved(iteration, path):
 
 
 if HOOK == "checkpoint_write":  # inside the write: every file of the checkpoint but its COMPLETE marker
-    import core.checkpoint as _ckpt
+    import core.runtime.checkpoint as _ckpt
 
     _write_json = _ckpt._write_json
 
@@ -61,7 +61,7 @@ if HOOK == "checkpoint_write":  # inside the write: every file of the checkpoint
 
     _ckpt._write_json = _holding_write_json
 
-if HOOK.startswith("call:"):  # at the AT-th call of a module-level function, e.g. call:core.eval.write_rollouts
+if HOOK.startswith("call:"):  # at the AT-th call of a module-level function, e.g. call:core.commands.eval.write_rollouts
     import importlib
 
     _module, _, _name = HOOK[5:].rpartition(".")

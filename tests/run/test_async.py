@@ -18,9 +18,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.async_rollouts import AsyncRollouts, FinishedGroup
-from core.checkpoint import list_complete
-from core.metrics import MetricsLog
+from core.runtime.async_rollouts import AsyncRollouts, FinishedGroup
+from core.runtime.checkpoint import list_complete
+from core.runtime.metrics import MetricsLog
 from core.types import RolloutGroup, Trajectory, Turn
 from core.interfaces import JudgeServices
 
@@ -226,7 +226,7 @@ def test_sigkill_in_async_mode_then_resume_trains_nothing_twice(tmp_path):
 def test_segments_carry_the_oldest_version_of_a_partial_rollout(plugins):
     """An episode whose policy is updated between its turns: each turn records the version that sampled it,
     and its segments carry the oldest (what staleness is measured by)."""
-    from core.episode import EpisodeDeps, EpisodeSettings, run_episode
+    from core.runtime.episode import EpisodeDeps, EpisodeSettings, run_episode
     from core.types import Task
     from plugins.qwen_vl.model import QwenVLModel, QwenVLOptions
     from plugins.rollout.simulated import SimulatedPolicy, SimulatedPolicyOptions
@@ -255,8 +255,8 @@ def test_segments_carry_the_oldest_version_of_a_partial_rollout(plugins):
 
 def test_episode_timeout_ends_the_episode_between_turns(plugins):
     """``rollout_loop.episode_timeout_s`` is read: an episode past it ends as incomplete at the next turn."""
-    from core.episode import EpisodeDeps, EpisodeSettings, run_episode
-    from core.components import settings_from
+    from core.runtime.episode import EpisodeDeps, EpisodeSettings, run_episode
+    from core.runtime.components import settings_from
     from core.config import load_config
     from core.types import EpisodeStatus, Task
     from plugins.qwen_vl.model import QwenVLModel, QwenVLOptions

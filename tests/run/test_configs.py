@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from core.config import load_config
-from core.run import REQUIRED_SLOTS
+from core.commands.run import REQUIRED_SLOTS
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
 SYNTHESIS = {"synthesize", "families"}  # python -m core.synthesize configs (tests/synthesis validates them)

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from core import envcheck
-from core.cli import main_guard
+from core.commands import envcheck
+from core.commands.cli import main_guard
 from core.errors import ConfigError, FilesMissing
 from core.interfaces import JudgeServices
 from core.pluginmanager import load_plugins
-from core.tasks import load_tasks
+from core.runtime.tasks import load_tasks
 from core.types import Task
 from environments.containers.container_desktop import ContainerDesktopBackend, ContainerDesktopOptions
 from environments.judges import getters

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from core.metrics import write_trajectories
+from core.runtime.metrics import write_trajectories
 from core.types import (Action, ActionType, EpisodeStatus, Judgement, Observation, Screenshot, Trajectory, Turn)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,7 +90,7 @@ def test_pages_show_every_episode_turn_action_and_judgement(tmp_path) -> None:
 def test_a_rendered_page_shows_the_screenshot_and_the_click_where_it_acted(tmp_path) -> None:
     run = tmp_path / "run"
     write_trajectories(run / "rollouts" / "eval_000000.jsonl", trajectories()[:1], screenshots=True)
-    from core.episodes import write_episode_pages
+    from core.runtime.episodes import write_episode_pages
 
     assert shutil.which("chromium"), "needs chromium on PATH (scripts/install.sh installs it)"
     page = write_episode_pages(run).with_name("eval_000000.html")
@@ -145,7 +145,7 @@ def test_the_filters_hide_every_episode_but_the_chosen_task_and_outcome(tmp_path
     run = tmp_path / "run"
     write_trajectories(run / "rollouts" / "iter_000002.jsonl", mixed(), screenshots=True)
     write_trajectories(run / "rollouts" / "iter_000003.jsonl", mixed()[:1], screenshots=True)
-    from core.episodes import write_episode_pages
+    from core.runtime.episodes import write_episode_pages
 
     index = write_episode_pages(run)
     page = index.with_name("iter_000002.html")
@@ -160,7 +160,7 @@ def test_the_filters_hide_every_episode_but_the_chosen_task_and_outcome(tmp_path
 
 
 def test_the_compare_page_shows_before_and_after_side_by_side(tmp_path) -> None:
-    from core.episodes import write_compare_page
+    from core.runtime.episodes import write_compare_page
 
     blue = (30, 60, 200)
     before, after = mixed(), mixed()
@@ -188,8 +188,8 @@ def test_the_compare_page_shows_before_and_after_side_by_side(tmp_path) -> None:
 
 
 def test_kept_screenshots_are_downscaled_capped_and_the_recording_linked(tmp_path) -> None:
-    from core.episodes import write_episode_pages
-    from core.shots import ScreenshotPolicy
+    from core.runtime.episodes import write_episode_pages
+    from core.runtime.shots import ScreenshotPolicy
 
     trajs = trajectories()[:1]
     trajs[0].metadata["recording"] = "recordings/ep.mp4"

@@ -14,7 +14,7 @@ import yaml
 from PIL import Image
 
 from core.config import load_config
-from core.metrics import MetricsLog
+from core.runtime.metrics import MetricsLog
 from core.types import Action, ActionType
 
 from .hold import only_run_dir, run_cli
@@ -98,7 +98,7 @@ def test_an_export_loads_with_datasets_and_trl_and_trains_to_the_same_loss_as_it
 
     # the warm start from the JSONL and from the dataset: the same demonstrations, segments and losses
     from_jsonl = configured(tmp_path, "jsonl", source)
-    with_tracker = [f"trackers=[{{name: tensorboard}}]"]
+    with_tracker = ["trackers=[{name: tensorboard}]"]
     assert run_cli("core.sft", "--config", str(from_jsonl), *with_tracker).returncode == 0
     assert run_cli("core.sft", "--config", str(configured(tmp_path, "parquet", out))).returncode == 0
     runs = {p.name.split("-")[0]: p for p in (tmp_path / "runs").iterdir()}

@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_long_family_episode_is_several_segments_and_trains_each_token_once(tmp_path: Path) -> None:
-    from core.components import build_components
-    from core.record import record_oracles
+    from core.runtime.components import build_components
+    from core.commands.record import record_oracles
 
     tasks_dir = tmp_path / "tasks"
     tasks_dir.mkdir()

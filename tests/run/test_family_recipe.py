@@ -13,8 +13,8 @@ import yaml
 
 from core.config import load_config
 from core.errors import ConfigError
-from core.metrics import MetricsLog
-from core.tasks import resolve_source
+from core.runtime.metrics import MetricsLog
+from core.runtime.tasks import resolve_source
 
 from .hold import run_cli
 
@@ -110,7 +110,7 @@ def test_a_synthesize_stage_needs_its_section() -> None:
 
 
 def test_pool_paths_need_the_synthesize_stage(tmp_path) -> None:
-    from core.pipeline import Recipe
+    from core.commands.pipeline import Recipe
 
     resolved, plugins = load_config(CONFIG, ["recipe.stages=[warm_start,rl]"], environ={})
     with pytest.raises(ConfigError, match="pool of the synthesize stage"):

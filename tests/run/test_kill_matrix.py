@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from core.checkpoint import COMPLETE_MARKER
-from core.metrics import MetricsLog
+from core.runtime.checkpoint import COMPLETE_MARKER
+from core.runtime.metrics import MetricsLog
 
 from .hold import hold_plugin, kill_when_held, only_run_dir, run_cli
 

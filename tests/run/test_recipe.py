@@ -17,8 +17,8 @@ import pytest
 import yaml
 from PIL import Image
 
-from core.checkpoint import list_complete
-from core.metrics import MetricsLog
+from core.runtime.checkpoint import list_complete
+from core.runtime.metrics import MetricsLog
 
 from ..synthesis.helpers import act, fenced, file_task, typed_then, verdict
 from ..synthesis.scripted_llm import Rule, ScriptedLLM
@@ -181,7 +181,7 @@ def test_a_stage_whose_input_is_missing_names_the_stage_that_should_have_produce
 @pytest.mark.desktop
 @pytest.mark.slow
 @pytest.mark.parametrize("stage, hook, at", [("warm_start", "checkpoint_write", 2),
-                                             ("evaluate", "call:core.eval.write_rollouts", 2)],
+                                             ("evaluate", "call:core.commands.eval.write_rollouts", 2)],
                          ids=["inside the warm start's checkpoint write", "inside the evaluate stage"])
 def test_a_recipe_killed_inside_a_stage_redoes_only_what_was_lost(tmp_path, stage, hook, at) -> None:
     """SIGKILL inside the warm start's last checkpoint write (its files written, the marker not), or inside the

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core.checkpoint import list_complete
-from core.metrics import MetricsLog
+from core.runtime.checkpoint import list_complete
+from core.runtime.metrics import MetricsLog
 
 from .hold import hold_plugin, only_run_dir, wait_for
 
@@ -207,8 +207,8 @@ def test_environment_dying_mid_episode_is_replaced_and_never_scored(tmp_path, pl
 
     from core import hookimpl
     from core.config import load_config
-    from core.components import build_components
-    from core.rollouts import collect_groups
+    from core.runtime.components import build_components
+    from core.runtime.rollouts import collect_groups
     from environments import display
     from environments.local_desktop import LocalDesktopBackend
 

@@ -19,11 +19,11 @@ import yaml
 from PIL import Image
 from safetensors.torch import load_file
 
-from core.checkpoint import list_complete
+from core.runtime.checkpoint import list_complete
 from core.config import load_config
-from core.demonstrations import DemonstrationError, demonstration_segments, load_demonstrations
-from core.envcheck import oracle_of
-from core.metrics import MetricsLog, write_trajectories
+from core.runtime.demonstrations import demonstration_segments, load_demonstrations
+from core.commands.envcheck import oracle_of
+from core.runtime.metrics import MetricsLog, write_trajectories
 
 from .hold import hold_plugin, only_run_dir, run_cli, wait_for
 
@@ -56,8 +56,8 @@ def small_config(tmp_path: Path, **extra: object) -> Path:
 
 @pytest.mark.desktop
 def test_a_recorded_oracle_round_trips_through_the_parser_and_the_segmenter(tmp_path) -> None:
-    from core.components import build_components
-    from core.record import record_oracles
+    from core.runtime.components import build_components
+    from core.commands.record import record_oracles
 
     resolved, plugins = load_config(small_config(tmp_path))
     c = build_components(resolved, plugins, tmp_path / "run", train=False)

@@ -40,7 +40,7 @@ def outcome(task_id: str, iteration: int, rollout: int) -> float:
 
 
 def run_iteration(sampler: Any, iteration: int, batch_size: int) -> list[list[str]]:
-    """One iteration as core.loop drives it; returns every draw (select, then top-ups)."""
+    """One iteration as core.runtime.loop drives it; returns every draw (select, then top-ups)."""
     draws = [sampler.select(iteration, batch_size)]
     kept: list[str] = []
     while draws[-1]:

@@ -106,7 +106,7 @@ def test_top_up_errors(make_tasks):
 
 
 def test_the_training_loops_refill_protocol_never_repeats_a_task(make_tasks):
-    """Drive the sampler exactly as core.loop does: ``seen`` holds the kept ids and the last draw only."""
+    """Drive the sampler exactly as core.runtime.loop does: ``seen`` holds the kept ids and the last draw only."""
     tasks = make_tasks(200)
     solved = {t.id for i, t in enumerate(tasks) if i % 3 != 0}  # two thirds of groups are uninformative
     sampler = dapo(tasks, seed=9)

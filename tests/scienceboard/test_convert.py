@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from core.errors import ConfigError
-from core.tasks import load_tasks
+from core.runtime.tasks import load_tasks
 from environments.scienceboard import convert
 from environments.scienceboard.convert import convert_task
 

@@ -13,9 +13,9 @@ import json
 
 import pytest
 
-from core import envcheck
+from core.commands import envcheck
 from core.pluginmanager import load_plugins
-from core.tasks import load_tasks
+from core.runtime.tasks import load_tasks
 from core.types import Action, ActionType, JudgementStatus
 from core.interfaces import JudgeServices
 from environments.scienceboard.convert import convert_task

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from core.cli import main_guard
-from core.synthesize import main
+from core.commands.cli import main_guard
+from core.commands.synthesize import main
 
 from .helpers import fenced, file_task, llm_options, verdict
 from .scripted_llm import Rule, ScriptedLLM

@@ -19,7 +19,7 @@ import json
 import pytest
 import yaml
 
-from core.synthesize import main
+from core.commands.synthesize import main
 from plugins.synthesis.store import TaskStore
 
 from .helpers import CRASHING_JUDGE, LENIENT_JUDGE, act, fenced, file_task, llm_options, typed_then, verdict
@@ -136,8 +136,8 @@ def test_every_path_on_real_desktops(tmp_path, capsys):
     store.close()
 
     # every accepted task's dry run is a warm-start demonstration in the policy's own format
-    from core.demonstrations import load_demonstrations
-    from core.tasks import load_tasks
+    from core.runtime.demonstrations import load_demonstrations
+    from core.runtime.tasks import load_tasks
     from environments.local_desktop import LocalDesktopBackend, LocalDesktopOptions
 
     backend = LocalDesktopBackend(LocalDesktopOptions())

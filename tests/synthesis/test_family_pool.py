@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 import pytest
 
-from core.synthesize import main
+from core.commands.synthesize import main
 from plugins.synthesis.families import CATALOG
 from plugins.synthesis.families.spec import Family, commands
 from plugins.synthesis.store import TaskStore

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from core.tasks import load_tasks
+from core.runtime.tasks import load_tasks
 from plugins.synthesis.pipeline import PipelineOptions, VeriGenPipeline
 from plugins.synthesis.store import TaskStore
 

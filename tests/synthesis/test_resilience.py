@@ -108,8 +108,8 @@ def test_a_desktop_killed_during_a_dry_run_is_replaced(plugins, tmp_path):
 
 KILL_SCRIPT = """
 import sys
-from core.cli import main_guard
-from core.synthesize import main
+from core.commands.cli import main_guard
+from core.commands.synthesize import main
 sys.exit(main_guard(main, ["--config", sys.argv[1], "--no-progress"]))
 """
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from core.tasks import load_tasks
+from core.runtime.tasks import load_tasks
 from plugins.synthesis.store import TaskStore, main
 
 TASK = {

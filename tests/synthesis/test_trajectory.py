@@ -9,7 +9,7 @@ import pytest
 from core.errors import ConfigError
 from core.types import Action, ActionType, Judgement, Observation, SetupStep, Task, Trajectory, Turn
 from plugins.synthesis.compose import chain_evaluators, cluster, compose_task, cosine, tfidf_vectors
-from core.metrics import trajectory_record as rollout_record
+from core.runtime.metrics import trajectory_record as rollout_record
 from plugins.synthesis.rollouts import load_rollouts, pass_rates
 from plugins.synthesis.schema import task_from_reply
 from plugins.synthesis.validator import RuleValidator, RuleValidatorOptions

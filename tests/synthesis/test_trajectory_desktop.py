@@ -15,7 +15,7 @@ import pytest
 import yaml
 from PIL import Image
 
-from core.synthesize import main
+from core.commands.synthesize import main
 from plugins.synthesis.schema import task_from_reply
 from plugins.synthesis.store import TaskStore
 

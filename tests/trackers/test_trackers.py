@@ -16,7 +16,7 @@ from core.config import load_config
 from core.errors import ConfigError, ScaleCUAError
 from core.interfaces import Tracker
 from core.pluginmanager import load_plugins
-from core.tracking import HUB_NAME, start_trackers
+from core.runtime.tracking import HUB_NAME, start_trackers
 from tests.run.hold import only_run_dir, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]

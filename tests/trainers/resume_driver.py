@@ -32,7 +32,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from core.checkpoint import CheckpointManager  # noqa: E402
+from core.runtime.checkpoint import CheckpointManager  # noqa: E402
 from core.config import AlgorithmSection  # noqa: E402
 from core.interfaces import Message  # noqa: E402
 from core.pluginmanager import load_plugins  # noqa: E402

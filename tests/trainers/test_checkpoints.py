@@ -18,7 +18,7 @@ import pytest
 import structlog
 import torch
 
-from core.checkpoint import CheckpointManager, latest_complete, list_complete
+from core.runtime.checkpoint import CheckpointManager, latest_complete, list_complete
 from core.errors import CheckpointError
 from core.interfaces import Sampler
 from core.types import Task
@@ -135,7 +135,7 @@ def test_kill_while_saving_leaves_the_previous_checkpoint(tmp_path: Path) -> Non
     script = textwrap.dedent(f"""
         import threading
         from pathlib import Path
-        from core.checkpoint import CheckpointManager
+        from core.runtime.checkpoint import CheckpointManager
 
         manager = CheckpointManager({str(tmp_path)!r}, keep=3)
         phase = {{"slow": False}}

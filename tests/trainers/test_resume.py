@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from core.checkpoint import latest_complete
+from core.runtime.checkpoint import latest_complete
 
 DRIVER = Path(__file__).with_name("resume_driver.py")
 ITERATIONS = 4

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.checkpoint import CheckpointManager
+from core.runtime.checkpoint import CheckpointManager
 from core.config import AlgorithmSection
 from trainers.objective import cross_entropy_token_loss, token_loss
 from trainers.torch_backend import TorchTrainer, TorchTrainerOptions
@@ -147,8 +147,8 @@ def test_run_init_from_reaches_the_trainer_and_the_rollout_engine(make_segment, 
     """``run.init_from`` given a run directory: the loop resolves its newest checkpoint, loads it into the
     trainer (and reference) before anything else, and the first weight sync hands it to the rollout engine."""
     from core.config import load_config
-    from core.components import build_components
-    from core.loop import TrainingRun
+    from core.runtime.components import build_components
+    from core.runtime.loop import TrainingRun
     from core.weight_sync import sync_weights
 
     quickstart = Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml"

@@ -16,7 +16,7 @@ from typing import Awaitable, Callable, TypeVar
 
 import structlog
 
-from core import logs
+from core.runtime import logs
 from core.config import AlgorithmSection, RolloutSection
 from core.errors import ActionParseError
 from core.interfaces import (

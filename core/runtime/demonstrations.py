@@ -1,7 +1,7 @@
 """Demonstrations: trajectories to imitate, and the training segments they become.
 
 A demonstration file is JSON Lines in exactly the format runs already write
-(:func:`core.metrics.trajectory_record`, ``rollouts/iter_NNNNNN.jsonl``), with
+(:func:`core.runtime.metrics.trajectory_record`, ``rollouts/iter_NNNNNN.jsonl``), with
 the screenshots saved beside it::
 
     {"trajectory_id": "...", "task_id": "os-count-lines", "success": true, "reward": 1.0,
@@ -11,7 +11,7 @@ the screenshots saved beside it::
                 "screenshot": "shots/<id>-00.png"}, ...]}
 
 The same trajectories also load from a Hugging Face dataset that
-``python -m core.export`` wrote (:mod:`core.dataset_format`). Three sources write it: recorded oracle runs (:mod:`core.record`), any run's own
+``python -m core.export`` wrote (:mod:`core.runtime.dataset_format`). Three sources write it: recorded oracle runs (:mod:`core.record`), any run's own
 rollouts (``run.save_screenshots: true``; rejection sampling keeps the
 successful ones) and VeriGen checker dry runs that reached a judge score of 1
 (``<synthesis run>/demonstrations/<task id>.jsonl``, one per accepted task, the
@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from pydantic import ValidationError
 
-from core.dataset_format import DatasetSchemaError, is_dataset, read_rows, row_record
+from core.runtime.dataset_format import DatasetSchemaError, is_dataset, read_rows, row_record
 from core.errors import ActionParseError, ScaleCUAError
 from core.interfaces import ChatRenderer, Segmenter
 from core.types import Action, Observation, Screenshot, Segment, Task
@@ -91,7 +91,7 @@ class LoadReport:
 
 def demonstration_files(paths: Iterable[str | Path], problems: list[str] | None = None) -> list[tuple[Path, str]]:
     """Sources behind ``paths``, each with its kind: ``"file"`` (a JSONL demonstration file), ``"run"`` (a
-    run's own rollout record) or ``"dataset"`` (a Hugging Face dataset, :mod:`core.dataset_format`).
+    run's own rollout record) or ``"dataset"`` (a Hugging Face dataset, :mod:`core.runtime.dataset_format`).
 
     A path is a ``.jsonl`` file, a run directory (its ``rollouts/*.jsonl``), a dataset (a ``.parquet`` file,
     a directory of Parquet files or a ``save_to_disk`` directory; ``python -m core.export`` writes one) or a
@@ -228,7 +228,7 @@ def load_demonstrations(
             if line is None:
                 continue
             if not isinstance(line, dict) or not isinstance(line.get("task_id"), str):
-                problems.append(f"{where}: not a trajectory record (no task_id); see core/demonstrations.py")
+                problems.append(f"{where}: not a trajectory record (no task_id); see core/runtime/demonstrations.py")
                 continue
             if line["task_id"] not in tasks:
                 problems.append(f"{where}: unknown task id '{line['task_id']}' (not in the configured task pool)")

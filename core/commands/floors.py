@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from core.record import record_oracles
+from core.commands.record import record_oracles
 from core.types import Action, ActionType, Task
 
 
@@ -35,7 +35,7 @@ def _scripted(tasks: Mapping[str, Task], oracle: list[dict[str, Any]]) -> list[T
 async def measure_floors(resolved: Any, plugins: Any, run_dir: Path, *, eval_set: str | None,
                          train_tasks: Sequence[Task]) -> dict[str, Any]:
     """Both floors' success (0..1) on ``eval_set`` (a ``tasks.eval_sets`` name; None: the training pool)."""
-    from core.components import build_components
+    from core.runtime.components import build_components
 
     c = build_components(resolved, plugins, run_dir, train=False, eval_set=eval_set)
     loop_cfg = resolved.config.rollout_loop

@@ -1,7 +1,7 @@
 """The live components of a run, created from the config's slots, and the task pool they run on.
 
 :func:`build_components` creates the model, the environment backend, the task pool (checked up front by
-:mod:`core.task_check`: a task nothing here can set up or judge is a config error before any desktop starts),
+:mod:`core.runtime.task_check`: a task nothing here can set up or judge is a config error before any desktop starts),
 the judge services, sampler, segmenter, trainer and rollout engine, and the episode dependencies.
 """
 
@@ -16,13 +16,13 @@ from typing import Any
 import structlog
 
 from core.config import ResolvedConfig, TasksSection
-from core.episode import EpisodeDeps, EpisodeSettings
+from core.runtime.episode import EpisodeDeps, EpisodeSettings
 from core.errors import ConfigError
 from core.interfaces import JudgeServices
 from core.pluginmanager import Plugins
-from core.splits import check_splits
-from core.task_check import check_pool
-from core.tasks import load_tasks
+from core.runtime.splits import check_splits
+from core.runtime.task_check import check_pool
+from core.runtime.tasks import load_tasks
 from core.types import Task
 
 log = structlog.get_logger(__name__)
@@ -69,7 +69,7 @@ def build_components(
 ) -> Components:
     """Create every component of an RL run. ``train=False`` (evaluation) skips sampler and trainer; ``eval_set``
     (a name of ``tasks.evaluation_sets()``) runs on that set instead of the training pool. The evaluation sets
-    are checked against the training pool first (:mod:`core.splits`): nothing evaluated may be trained on."""
+    are checked against the training pool first (:mod:`core.runtime.splits`): nothing evaluated may be trained on."""
     cfg = resolved.config
     seed = cfg.run.seed
     model = resolved.create("model", plugins, run_dir=run_dir)
@@ -153,7 +153,7 @@ class TaskPools:
         return self._loaded[name]
 
     def check(self, only: str | None = None) -> None:
-        """Every evaluation set (or ``only`` that one) must be disjoint from the training pool (core/splits.py)."""
+        """Every evaluation set (or ``only`` that one) must be disjoint from the training pool (core/runtime/splits.py)."""
         names = [n for n in ([only] if only is not None else self.sets) if not self.sets[n].training]
         if not names:
             return

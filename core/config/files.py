@@ -11,10 +11,20 @@ import importlib.resources
 from pathlib import Path
 
 from core.errors import ConfigError
-from core.tasks import PACKAGE_PREFIX, resolve_source
 
+PACKAGE_PREFIX = "package:"
 PACKAGED_CONFIGS = "configs"
 SUFFIXES = (".yaml", ".yml")
+
+
+def package_path(source: str, what: str) -> Path:
+    """The filesystem path ``package:<module>/<sub>`` names (files shipped inside an installed package)."""
+    module, _, sub = source[len(PACKAGE_PREFIX):].partition("/")
+    try:
+        root = importlib.resources.files(module)
+    except ModuleNotFoundError:
+        raise ConfigError([f"{what}: package '{module}' in {source!r} is not installed"]) from None
+    return Path(str(root.joinpath(sub))) if sub else Path(str(root))
 
 
 def packaged_configs() -> dict[str, Path]:
@@ -32,7 +42,7 @@ def resolve_config_path(arg: str | Path) -> Path:
     among the packaged configs."""
     text = str(arg)
     if text.startswith(PACKAGE_PREFIX):
-        return resolve_source(text)
+        return package_path(text, "config")
     path = Path(text).expanduser()
     if path.exists() or "/" in text:
         return path

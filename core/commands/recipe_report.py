@@ -20,7 +20,7 @@ from typing import Any, Mapping
 import structlog
 
 from core.errors import ScaleCUAError
-from core.metrics import MetricsLog
+from core.runtime.metrics import MetricsLog
 
 
 def machine() -> dict[str, Any]:
@@ -128,9 +128,9 @@ def before_after_report(results: Mapping[str, Any]) -> str:
 def plot_recipe_curves(records: list[dict[str, Any]], evals: Mapping[str, Any], path: Path) -> None:
     """Success against policy updates: training batches (rolled out before update i), the periodic
     evaluations (``run.eval_every``, after update i+1) and the recipe's before/after evaluation."""
-    from core.report import _plt, health_figure, plot_health
+    from core.runtime.plots import pyplot, health_figure, plot_health
 
-    plt = _plt()
+    plt = pyplot()
     its = [r["iteration"] for r in records]
     fig, axes, health = health_figure(plt)
     plot_health(health, records)
@@ -222,7 +222,7 @@ def episode_pages(where: Path, name: str, base: Path, results: Mapping[str, Any]
     """The viewer's pages of each evaluated checkpoint of one set (``results``: label -> core.eval result, under
     ``base/<label>`` unless reused from elsewhere), and a page with each task's episodes before / after (/ control)
     side by side: ``<where>/report/<set>.html``; None (and a warning) when there are no rollouts to show."""
-    from core.episodes import write_compare_page, write_episode_pages
+    from core.runtime.episodes import write_compare_page, write_episode_pages
 
     columns = {key: Path(r["reused_from"]).parent if r.get("reused_from") else base / key
                for key, r in results.items() if key != "floors" and r is not None}

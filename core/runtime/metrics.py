@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 import structlog
 
 from core.errors import DiskFull
-from core.shots import ScreenshotPolicy, ShotWriter
+from core.runtime.shots import ScreenshotPolicy, ShotWriter
 from core.types import EpisodeStatus, RolloutGroup, Trajectory
 
 log = structlog.get_logger(__name__)
@@ -147,7 +147,7 @@ def trajectory_record(traj: Trajectory, screenshot_paths: Mapping[int | str, str
     first observation's (screenshots are only saved when the run asks for them). ``feedback`` is the
     environment's text after the turn, ``loop_feedback`` the loop's own (a parse error, the cursor
     position): with the screenshots they are exactly what the agent saw, so a record replays into the
-    same context (:mod:`core.demonstrations`).
+    same context (:mod:`core.runtime.demonstrations`).
     """
     shots = screenshot_paths or {}
     return {
@@ -197,7 +197,7 @@ def write_rollouts(
 def write_trajectories(path: Path, trajectories: Iterable[Trajectory], *,
                        screenshots: bool | ScreenshotPolicy | None = None) -> Path:
     """Trajectory records as JSON Lines at ``path``, written atomically; with ``screenshots`` (True: every one
-    at full size, or a :class:`~core.shots.ScreenshotPolicy`) the PNGs go to ``shots/`` beside it
+    at full size, or a :class:`~core.runtime.shots.ScreenshotPolicy`) the PNGs go to ``shots/`` beside it
     (``<trajectory>-init.png`` for the first observation, ``<trajectory>-<turn>.png``); a record whose
     screenshots the policy's budget dropped says how many in ``screenshots_dropped``."""
     directory = path.parent

@@ -13,7 +13,7 @@ from typing import Callable, Mapping, Sequence
 
 import structlog
 
-from core.episode import EpisodeDeps, run_episode
+from core.runtime.episode import EpisodeDeps, run_episode
 from core.types import EpisodeStatus, RolloutGroup, Task, Trajectory
 
 log = structlog.get_logger(__name__)

@@ -32,7 +32,7 @@ class OracleSource(_Strict):
 
 
 class DemonstrationSources(_Strict):
-    """Where the warm start's demonstrations come from (all are trajectory records, core/demonstrations.py)."""
+    """Where the warm start's demonstrations come from (all are trajectory records, core/runtime/demonstrations.py)."""
 
     paths: list[str] = Field(default_factory=list,
                              description="JSONL files, run directories (their rollouts) or directories of JSONL")
@@ -86,7 +86,7 @@ class EvaluateStage(_Strict):
                                    "after (null: the RL pool); the first is the headline")
     greedy: bool = Field(False, description="also one greedy pass (the most likely token) per checkpoint and set")
     floors: bool = Field(False, description="also the floors of each set: always fail, the most frequent oracle "
-                         "(core/floors.py)")
+                         "(core/commands/floors.py)")
     screenshots: bool = Field(True, description="keep every episode's screenshots for the episode viewer "
                               "(report/episodes/), downscaled to screenshot_max_side")
     screenshot_max_side: int = Field(640, ge=16, description="longest side of a kept screenshot, in pixels")

@@ -7,7 +7,7 @@ that fails there is logged once as a warning and skipped from then on: training 
 
 With ``run.log_images_every: N`` the hub also keeps each task's latest episode (``scalecua_episode_end``)
 and every N iterations sends up to :data:`IMAGES_PER_LOG` of them, the first screenshot with the first
-turn's actions drawn (:func:`core.shots.sample_images`), through ``Tracker.log_images``.
+turn's actions drawn (:func:`core.runtime.shots.sample_images`), through ``Tracker.log_images``.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class TrackerHub:
                    if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "iteration"}
         self._each("log_metrics", lambda t: t.log_metrics(iteration, scalars))
         if self.images_every and (iteration + 1) % self.images_every == 0 and self.latest:
-            from core.shots import sample_images
+            from core.runtime.shots import sample_images
 
             images = sample_images(reversed(list(self.latest.values())), IMAGES_PER_LOG)  # the newest first
             self.latest.clear()

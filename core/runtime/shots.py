@@ -1,9 +1,9 @@
 """Screenshots kept beside rollout records, and screenshots with the agent's actions drawn on them.
 
 :class:`ScreenshotPolicy` (from ``run.save_screenshots`` / ``run.screenshot_max_side`` /
-``run.screenshot_budget_mb``) decides what :func:`core.metrics.write_trajectories` keeps: every screenshot
+``run.screenshot_budget_mb``) decides what :func:`core.runtime.metrics.write_trajectories` keeps: every screenshot
 at full size (the default: a record then replays into exactly what the agent saw, see
-:mod:`core.demonstrations`), or downscaled to a longest side (for viewing: the recipe's evaluate stage keeps
+:mod:`core.runtime.demonstrations`), or downscaled to a longest side (for viewing: the recipe's evaluate stage keeps
 them so), and at most a budget of megabytes per rollouts directory (past it, records say how many
 screenshots they dropped). :func:`draw_actions` renders one turn the way the episode viewer overlays it
 (click markers, drag and scroll arrows, typed text and keys as labels), for the trackers' images

@@ -9,17 +9,16 @@ core.pipeline`` rewrites it to the stage's export directory).
 
 from __future__ import annotations
 
-import importlib.resources
 import json
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from pydantic import ValidationError
 
+from core.config.files import PACKAGE_PREFIX, package_path
 from core.errors import ConfigError
 from core.types import Task
 
-PACKAGE_PREFIX = "package:"
 POOL_PREFIX = "pool:"
 
 #: files in task directories that are not tasks (assets, manifests)
@@ -33,12 +32,7 @@ def resolve_source(source: str, base_dir: Path | None = None) -> Path:
                            "the recipe (python -m core.pipeline), or give the exported directory instead "
                            "(<recipe dir>/synthesize/pool/<split>)"])
     if source.startswith(PACKAGE_PREFIX):
-        module, _, sub = source[len(PACKAGE_PREFIX):].partition("/")
-        try:
-            root = importlib.resources.files(module)
-        except ModuleNotFoundError:
-            raise ConfigError([f"tasks: package '{module}' in {source!r} is not installed"]) from None
-        return Path(str(root.joinpath(sub))) if sub else Path(str(root))
+        return package_path(source, "tasks")
     path = Path(source).expanduser()
     if not path.is_absolute() and base_dir is not None and not path.exists():
         path = base_dir / path

@@ -22,14 +22,14 @@ from typing import Any, Mapping
 
 import structlog
 
-from core import advantages, checkpoint, progress, updates
+from core.runtime import advantages, checkpoint, progress, updates
 from core.config import ResolvedConfig
-from core.components import Components, build_components
-from core.metrics import MetricsLog, PhaseTimer, discard_attempt, rollout_metrics, write_rollouts
+from core.runtime.components import Components, build_components
+from core.runtime.metrics import MetricsLog, PhaseTimer, discard_attempt, rollout_metrics, write_rollouts
 from core.pluginmanager import Plugins
-from core.rollouts import collect_groups
-from core.shots import ScreenshotPolicy
-from core.tracking import start_trackers
+from core.runtime.rollouts import collect_groups
+from core.runtime.shots import ScreenshotPolicy
+from core.runtime.tracking import start_trackers
 from core.types import RolloutGroup, Task, Trajectory
 from core.weight_sync import sync_weights
 
@@ -278,7 +278,7 @@ class TrainingRun:
             step = self.iteration
             loop_cfg = self.cfg.rollout_loop
             if loop_cfg.mode == "async" and loop_cfg.max_staleness > 0:
-                from core.async_rollouts import AsyncIterations
+                from core.runtime.async_rollouts import AsyncIterations
 
                 pipeline = AsyncIterations(self, c)
                 pipeline.start()
@@ -338,7 +338,7 @@ def train(resolved: ResolvedConfig, plugins: Plugins, run_dir: Path, *, resume: 
         status = "interrupted"
     if run.metrics_log.read():
         try:
-            from core.report import write_report
+            from core.runtime.plots import write_report
 
             write_report(run_dir)  # plots next to the metrics, so a finished run is self-describing
         except Exception as exc:  # a plotting problem must not turn a finished run into a failure

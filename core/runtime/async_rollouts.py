@@ -23,7 +23,7 @@ the pool.
 Checkpoints hold what was trained: the trainer and the sampler as of the last completed step. Groups in
 flight or buffered at a checkpoint are not saved; after a kill and ``--resume`` their tasks are simply
 re-queued through the sampler (the EMA never saw them), so nothing is trained twice and nothing trained is
-lost. ``max_staleness: 0`` is the synchronous schedule itself (``core.loop``), so it reproduces sync runs.
+lost. ``max_staleness: 0`` is the synchronous schedule itself (``core.runtime.loop``), so it reproduces sync runs.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from typing import Any, Awaitable, Callable
 
 import structlog
 
-from core.metrics import PhaseTimer
-from core.rollouts import RolloutStats, collect_groups
+from core.runtime.metrics import PhaseTimer
+from core.runtime.rollouts import RolloutStats, collect_groups
 from core.types import RolloutGroup
 
 log = structlog.get_logger(__name__)
@@ -200,7 +200,7 @@ class AsyncRollouts:
 
 
 class AsyncIterations:
-    """``rollout_loop.mode: async`` for a :class:`core.loop.TrainingRun`: its ``iteration`` replacement."""
+    """``rollout_loop.mode: async`` for a :class:`core.runtime.loop.TrainingRun`: its ``iteration`` replacement."""
 
     def __init__(self, run: Any, c: Any) -> None:
         self.run, self.c = run, c

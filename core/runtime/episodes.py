@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from core.errors import ScaleCUAError
-from core.shots import ARROWS, POINT_MARKS, action_label
+from core.runtime.shots import ARROWS, POINT_MARKS, action_label
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}

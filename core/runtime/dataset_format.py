@@ -1,5 +1,5 @@
 """Trajectories as a Hugging Face ``datasets`` dataset: the schema :mod:`core.export` writes and
-:mod:`core.demonstrations` reads back.
+:mod:`core.runtime.demonstrations` reads back.
 
 One row per trajectory. ``messages`` and ``images`` are the chat format TRL's SFT trainer reads for
 vision-language models (``{"role", "content": [{"type": "text", "text"}, {"type": "image"}]}``, the
@@ -33,7 +33,7 @@ SCHEMA: dict[str, str] = {
     "images": "list of Image",
     "messages": "list of {role: string, content: list of {type: 'text' | 'image', text: string}}",
 }
-#: what :mod:`core.demonstrations` needs to rebuild a demonstration (``messages`` and ``source`` are for others)
+#: what :mod:`core.runtime.demonstrations` needs to rebuild a demonstration (``messages`` and ``source`` are for others)
 REQUIRED = ("trajectory_id", "task_id", "success", "reward", "initial_screenshot", "turns", "images")
 SPLIT_FILE = "data/train-00000-of-00001.parquet"
 
@@ -120,7 +120,7 @@ def read_rows(path: Path) -> Iterator[tuple[str, dict[str, Any], list[bytes]]]:
 
 
 def row_record(row: Mapping[str, Any], count: int) -> dict[str, Any]:
-    """A row as a trajectory record (:func:`core.metrics.trajectory_record`'s fields), its screenshots named
+    """A row as a trajectory record (:func:`core.runtime.metrics.trajectory_record`'s fields), its screenshots named
     ``image:<k>`` for the ``k``-th of ``count`` images."""
     import json
 

@@ -38,6 +38,7 @@ from environments.containers.container_desktop import (
     ContainerDesktopOptions,
 )
 from environments.containers.podman_service import PodmanService
+from environments.containers.rootless import rootless_problem
 from environments.local_desktop import LocalDesktopBackend, LocalDesktopOptions
 from core.commands.recipe_report import machine
 
@@ -249,6 +250,10 @@ def main() -> int:
     parser.add_argument("--think-s", type=float, default=2.0, help="pause between paced steps (an agent's model)")
     args = parser.parse_args()
     logs.configure("warning")
+    problem = rootless_problem()
+    if problem:  # before any podman state is made: the message is the whole answer
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     # a plain SIGTERM would skip every finally: turn it into SystemExit so the pools remove their containers
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     load_at_start = os.getloadavg()[0]  # other work on the host skews every number here

@@ -44,6 +44,7 @@ from pathlib import Path
 import structlog
 
 from core.errors import ScaleCUAError
+from environments.containers.rootless import rootless_problem
 
 log = structlog.get_logger(__name__)
 
@@ -203,6 +204,11 @@ def build_base(name: str, variant: Variant, *, engine_cli: str, suite: str, mirr
     tag = f"{BASE_REPOSITORY}:{name}-{_digest([BUILDER_VERSION.encode(), json.dumps(argv).encode()])[:12]}"
     if not force and image_exists(engine_cli, tag):
         return tag, True
+    problem = rootless_problem()
+    if problem:
+        raise ScaleCUAError(problem)
+    if os.geteuid() != 0:
+        argv = ["mmdebstrap", "--mode=unshare", *argv[1:]]  # the auto mode tries root's chroot first
     if shutil.which("mmdebstrap") is None:
         raise ScaleCUAError("mmdebstrap is not installed: `apt-get install mmdebstrap` (it builds the Debian base "
                             "filesystem from Debian packages; no registry is needed)")

@@ -18,7 +18,8 @@ Sections, variants side by side:
   when it runs (the scripted judger spots it); a judge with forbidden code (the rule validator spots it,
   the sandbox refuses to run it); a judge that scores the untouched start state 1 (only the dry run shows
   it; left out by ``--quick``) — through the full loop and with the judger, the fixer or the rule validator removed. Reported:
-  executable rate of the judges that reach execution (first execution), acceptance, repairs.
+  executable rate of the judges that reach execution (first execution), acceptance, repairs (``--quick``: the full
+  loop and without the fixer only).
 """
 
 from __future__ import annotations
@@ -142,7 +143,8 @@ def main() -> int:
     parser.add_argument("--llm-latency", type=float, default=0.5, help="seconds each scripted reply takes")
     args = parser.parse_args()
     logs.configure("warning")
-    if args.quick:  # fewer candidates, two parallel variants, a smaller population (no start-state trap)
+    if args.quick:  # fewer candidates, two parallel variants, a smaller population (no start-state trap), two
+        # ablation cells (the full loop and without the fixer)
         args.candidates, args.ablation_repeats = 3, 1
     plugins = load_plugins()
     started = time.monotonic()
@@ -171,8 +173,9 @@ def main() -> int:
         kinds = ["good", "crash", "unsafe"] if args.quick else ["good", "crash", "unsafe", "lenient"]
         population = kinds * args.ablation_repeats
         ablation = {}
-        for label, removed in (("full", None), ("without_judger", "judger"), ("without_fixer", "fixer"),
-                               ("without_validator", "validator")):
+        variants = (("full", None), ("without_judger", "judger"), ("without_fixer", "fixer"),
+                    ("without_validator", "validator"))
+        for label, removed in variants[::2] if args.quick else variants:  # quick: full and without the fixer
             print(f"ablation {label} ...", file=sys.stderr)
             ablation[label] = asyncio.run(run_variant(
                 plugins, population, workers=4, desktops=2, latency=args.llm_latency,

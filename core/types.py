@@ -340,6 +340,10 @@ class Segment:
     #: where each trained response sits: ``(turn, start, end)``, ``input_ids[start:end]`` being the tokens
     #: sampled at that turn of the trajectory (empty: the segmenter does not record them)
     responses: list[tuple[int, int, int]] = field(default_factory=list)
+    #: the proximal policy's logprobs of its tokens (``algorithm.old_logprobs: recompute``: recomputed by the
+    #: trainer under the weights of the iteration's start; 0 where the mask is 0); None: the ratio is against
+    #: ``rollout_logprobs``
+    proximal_logprobs: list[float] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.input_ids)

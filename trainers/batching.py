@@ -123,3 +123,27 @@ def micro_batch_tensors(policy: Any, segments: Sequence[Segment], device: Any, *
     mask[:, 0] = 0.0
     adv = torch.tensor([s.advantage for s in segments], dtype=torch.float32)[:, None].expand(-1, width)
     return inputs, mask.to(device), rollout.to(device), adv.to(device)
+
+
+def proximal_tensor(segments: Sequence[Segment], rollout: Any, *, packed: bool = False) -> Any:
+    """The segments' proximal logprobs laid out as :func:`micro_batch_tensors` lays out the rollout logprobs
+    (``rollout``: that tensor), or None when the segments carry none (``algorithm.old_logprobs: rollout``)."""
+    import torch
+
+    present = [s.proximal_logprobs is not None for s in segments]
+    if not any(present):
+        return None
+    if not all(present):
+        raise ValueError("some segments of a micro-batch carry proximal logprobs and some do not: the loop sets "
+                         "them for every segment of an iteration (algorithm.old_logprobs: recompute)")
+    for s in segments:
+        if len(s.proximal_logprobs) != s.num_tokens:  # type: ignore[arg-type]
+            raise ValueError(f"segment {s.trajectory_id}#{s.index}: {len(s.proximal_logprobs)} proximal logprobs "  # type: ignore[arg-type]
+                             f"for {s.num_tokens} tokens")
+    if packed:
+        flat = torch.cat([torch.as_tensor(s.proximal_logprobs, dtype=torch.float32) for s in segments])
+        return flat[None].to(rollout.device)
+    out = torch.zeros_like(rollout, device="cpu")
+    for row, seg in enumerate(segments):
+        out[row, : seg.num_tokens] = torch.as_tensor(seg.proximal_logprobs, dtype=torch.float32)
+    return out.to(rollout.device)

@@ -72,6 +72,10 @@ class DrivenTrainer(TrainerBackend):
         _announce(("eval_step", (list(segments),)))
         return self.trainer.eval_step(segments)
 
+    def recompute_logprobs(self, segments: Sequence[Segment], *, reference: bool = False) -> list[list[float]]:
+        _announce(("recompute_logprobs", (list(segments), reference)))
+        return self.trainer.recompute_logprobs(segments, reference=reference)
+
     def export_weights(self, bucket_bytes: int = 256 << 20) -> Iterator[list[tuple[str, Any]]]:
         _announce(("export_weights", (bucket_bytes,)))
         return self.trainer.export_weights(bucket_bytes)

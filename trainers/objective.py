@@ -5,7 +5,8 @@ Pure functions on tensors and on the typed objects of :mod:`core.types`:
 * rewards from episode outcomes (judge score, plus the incomplete-episode penalty),
 * GRPO group-relative advantages over the n rollouts of a task, shared by every
   segment of a rollout,
-* the token-level policy loss: importance ratio against the rollout logprobs,
+* the token-level policy loss: importance ratio against the rollout logprobs (or, decoupled, against
+  the recomputed proximal logprobs with a capped behaviour weight, as AReaL),
   DAPO asymmetric clipping, dual clip for negative advantages (as verl's
   ``compute_policy_loss_vanilla``), k3 KL to the reference policy, entropy bonus
   (per-token entropies from :func:`trainers.policy.policy_entropy`),
@@ -166,6 +167,12 @@ class StepStats:
     ratio_max: float = -math.inf
     ratio_min: float = math.inf
     nll: float = 0.0  # -log pi of the trained tokens (the cross-entropy objective's loss)
+    #: the decoupled objective only: sums of the behaviour weight pi_proximal / pi_rollout (after the cap), of
+    #: k3 KL(pi_rollout || pi_proximal) (how far the weights moved since the tokens were sampled), and the tokens
+    #: whose weight tis_cap truncated
+    behaviour_weight: float = 0.0
+    behaviour_kl: float = 0.0
+    behaviour_capped: float = 0.0
 
     def summary(self) -> dict[str, float]:
         n = max(self.tokens, 1.0)
@@ -183,6 +190,10 @@ class StepStats:
             "loss/nll": self.nll / n,
         }
         out["actor/clipfrac"] = out["actor/clipfrac_high"] + out["actor/clipfrac_low"]
+        if self.behaviour_weight > 0:  # the decoupled objective (a weight is exp(.), never exactly 0)
+            out["actor/behaviour_weight_mean"] = self.behaviour_weight / n
+            out["actor/behaviour_kl"] = self.behaviour_kl / n
+            out["actor/behaviour_capfrac"] = self.behaviour_capped / n
         if self.entropy > 0:  # a backend that measured it (softmax entropy is never exactly 0)
             out["actor/entropy"] = self.entropy / n
         return out
@@ -199,6 +210,7 @@ def grpo_token_loss(
     ref_logprobs: torch.Tensor | None = None,
     entropy: torch.Tensor | None = None,
     stats: StepStats | None = None,
+    proximal_logprobs: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The loss of one micro-batch, already divided by the step's token count.
 
@@ -208,18 +220,29 @@ def grpo_token_loss(
     (all micro-batches): summing the returned losses (or their gradients) over
     the micro-batches then equals one token-mean over the step, whatever the
     micro-batch split. ``stats`` (optional) accumulates metric sums.
+
+    ``proximal_logprobs`` (``algorithm.old_logprobs: recompute``): the ratio is clipped against them instead of
+    the rollout logprobs, and each token's loss is weighted by ``pi_proximal / pi_rollout`` (capped at
+    ``tis_cap``), AReaL's decoupled PPO objective; without them the ratio is against ``rollout_logprobs``.
     """
     if normalizer <= 0:
         raise ValueError(f"normalizer must be the step's positive count of trainable tokens, got {normalizer}")
     mask = loss_mask.to(logprobs.dtype)
-    behaviour, weight = rollout_logprobs, None
-    if algorithm.tis_cap is not None:
-        # one optimizer step per batch: the policy at the step's start is the current one, detached
-        behaviour = logprobs.detach()
-        weight = torch.clamp(importance_ratio(behaviour, rollout_logprobs), max=algorithm.tis_cap)
+    old, weight, capped = rollout_logprobs, None, None
+    if proximal_logprobs is not None:
+        # the decoupled objective: clip against the proximal policy, weight by pi_proximal / pi_behaviour (both
+        # recorded, so the weight is a constant), truncated at tis_cap when set
+        old = proximal_logprobs.to(logprobs.dtype)
+        weight = importance_ratio(old, rollout_logprobs.to(logprobs.dtype))
+        if algorithm.tis_cap is not None:
+            capped = weight > algorithm.tis_cap
+            weight = torch.clamp(weight, max=algorithm.tis_cap)
+    elif algorithm.tis_cap is not None:
+        raise ValueError("tis_cap needs the proximal policy's logprobs (algorithm.old_logprobs: recompute); none "
+                         "were given")
     surrogate = clipped_surrogate(
         logprobs,
-        behaviour,
+        old,
         advantages,
         clip_low=algorithm.clip_low,
         clip_high=algorithm.clip_high,
@@ -249,7 +272,12 @@ def grpo_token_loss(
                 stats.kl += float((k3_kl(logprobs, ref_logprobs) * mask).sum())
             if entropy is not None:
                 stats.entropy += float((entropy * mask).sum())
-            stats.approx_kl += float((k3_kl(rollout_logprobs, logprobs) * mask).sum())
+            stats.approx_kl += float((k3_kl(old, logprobs) * mask).sum())
+            if weight is not None:
+                stats.behaviour_weight += float((weight * mask).sum())
+                stats.behaviour_kl += float((k3_kl(rollout_logprobs.to(old.dtype), old) * mask).sum())
+                if capped is not None:
+                    stats.behaviour_capped += float((capped & on).sum())
             stats.nll -= float((logprobs * mask).sum())
             stats.ratio += float((surrogate.ratio * mask).sum())
             stats.clipped_high += float((surrogate.clipped_high & on).sum())
@@ -308,6 +336,7 @@ def token_loss(
     ref_logprobs: torch.Tensor | None = None,
     entropy: torch.Tensor | None = None,
     stats: StepStats | None = None,
+    proximal_logprobs: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """One micro-batch's loss under ``objective`` (``grpo`` or ``cross_entropy``); every backend calls this.
     ``entropy`` (per token, optional) feeds the entropy bonus where configured and ``actor/entropy`` always."""
@@ -315,7 +344,8 @@ def token_loss(
         return cross_entropy_token_loss(logprobs, loss_mask, normalizer=normalizer, entropy=entropy, stats=stats)
     if objective == "grpo":
         return grpo_token_loss(logprobs, rollout_logprobs, advantages, loss_mask, algorithm=algorithm,
-                               normalizer=normalizer, ref_logprobs=ref_logprobs, entropy=entropy, stats=stats)
+                               normalizer=normalizer, ref_logprobs=ref_logprobs, entropy=entropy, stats=stats,
+                               proximal_logprobs=proximal_logprobs)
     raise ValueError(f"unknown training objective {objective!r}")
 
 

@@ -30,7 +30,8 @@ from core.interfaces import PolicyModel, TrainerBackend
 from core.types import Segment
 from core.weight_sync import iter_buckets
 from trainers import torch_checkpoint
-from trainers.batching import MicroBatch, micro_batch_tensors, plan_micro_batches, plan_packed_micro_batches
+from trainers.batching import (MicroBatch, micro_batch_tensors, plan_micro_batches, plan_packed_micro_batches,
+                               proximal_tensor)
 from trainers.objective import StepStats, check_objective, count_trainable_tokens, token_loss
 from trainers.options import TorchTrainerOptions, learning_rate
 from trainers.vision_cache import StepVisionCache
@@ -239,7 +240,8 @@ class TorchTrainer(TrainerBackend):
         with self._autocast():
             logp, entropy = self._logprobs(self.model, inputs, mask, with_entropy=True)
         loss = token_loss(self.objective, logp, rollout, adv, mask, algorithm=self.algorithm,
-                          normalizer=float(total), ref_logprobs=ref, entropy=entropy, stats=stats)
+                          normalizer=float(total), ref_logprobs=ref, entropy=entropy, stats=stats,
+                          proximal_logprobs=proximal_tensor(segs, rollout, packed=self.packing))
         loss.backward()
         self._sync()
         t4 = time.perf_counter()
@@ -280,7 +282,8 @@ class TorchTrainer(TrainerBackend):
                 ref = self._logprobs(self.reference, inputs, mask)
             logp, entropy = self._logprobs(self.model, inputs, mask, with_entropy=True)
         token_loss(self.objective, logp, rollout, adv, mask, algorithm=self.algorithm, normalizer=float(total),
-                   ref_logprobs=ref, entropy=entropy, stats=stats)
+                   ref_logprobs=ref, entropy=entropy, stats=stats,
+                   proximal_logprobs=proximal_tensor(segs, rollout, packed=self.packing))
 
     @contextlib.contextmanager
     def _vision_features(self, segments: Sequence[Segment],

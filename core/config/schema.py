@@ -100,19 +100,39 @@ class AlgorithmSection(_Strict):
     #: episode that recovers from a malformed response and succeeds owes it nothing; crediting it teaches the
     #: policy to emit it again (true: every response shares its rollout's advantage, plain GRPO)
     credit_unparsable_turns: bool = True
-    #: truncated importance sampling (null: off): each token weighted by min(pi_step_start / pi_rollout, cap) and
-    #: clipped against the step's start, so stale (async) or engine-mismatched tokens are corrected, not clipped away
+    #: the "old" policy of the PPO ratio. ``rollout``: the logprobs recorded at sampling time (the policy that
+    #: sampled is the one being trained: synchronous runs on an engine that matches the trainer). ``recompute``:
+    #: the decoupled objective (AReaL's proximal policy; verl's recomputed old_log_prob): before an iteration's
+    #: first optimizer step the trainer recomputes the batch's logprobs under the current weights (the proximal
+    #: policy); every step clips its ratio against them, and each token is weighted by the behaviour ratio
+    #: pi_proximal / pi_rollout (truncated at tis_cap when set), so tokens sampled by older weights (asynchronous
+    #: rollouts) or by a mismatched engine are corrected instead of clipped away. null: recompute when tis_cap is
+    #: set, else rollout
+    old_logprobs: Literal["rollout", "recompute"] | None = None
+    #: truncated importance sampling (null: no truncation): the behaviour weight pi_proximal / pi_rollout of the
+    #: decoupled objective capped at this value (verl's TIS); needs old_logprobs: recompute
     tis_cap: float | None = Field(None, gt=0)
     max_parse_failures: int = Field(3, ge=1)
     #: optimizer steps per iteration: the batch's groups dealt into this many mini-batches (whole groups), over
-    #: ppo_epochs passes (reshuffled each); ratios stay against the rollout logprobs, so later steps are clipped
-    #: as in PPO (verl's ppo_mini_batch_size / ppo_epochs). 1 and 1: one step per iteration, as the paper
+    #: ppo_epochs passes (reshuffled each); every step's ratio is against the same old policy (old_logprobs), so
+    #: later steps are clipped as in PPO (verl's ppo_mini_batch_size / ppo_epochs). 1 and 1: one step per
+    #: iteration, as the paper
     ppo_mini_batches: int = Field(1, ge=1)
     ppo_epochs: int = Field(1, ge=1)
     #: the KL stop (null: off): an iteration's later optimizer steps are skipped once the batch's approximate KL
-    #: from the rollout policy (``actor/approx_kl``, k3, measured before the step) exceeds this; the iteration's
+    #: from the old policy (``actor/approx_kl``, k3, measured before the step) exceeds this; the iteration's
     #: first step always runs. With ppo_mini_batches x ppo_epochs > 1 it bounds how far one batch moves the policy
     target_kl: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _old_logprobs(self) -> "AlgorithmSection":
+        if self.old_logprobs is None:
+            self.old_logprobs = "recompute" if self.tis_cap is not None else "rollout"
+        elif self.old_logprobs == "rollout" and self.tis_cap is not None:
+            raise ValueError(f"tis_cap ({self.tis_cap}) caps the behaviour weight pi_proximal / pi_rollout of the "
+                             "decoupled objective, which old_logprobs: rollout does not compute; set "
+                             "old_logprobs: recompute, or drop tis_cap")
+        return self
 
     @model_validator(mode="after")
     def _mini_batches_fit(self) -> "AlgorithmSection":

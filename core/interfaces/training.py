@@ -145,6 +145,16 @@ class TrainerBackend(abc.ABC):
     @abc.abstractmethod
     def load(self, path: Path) -> None: ...
 
+    def recompute_logprobs(self, segments: Sequence[Segment], *, reference: bool = False) -> list[list[float]]:
+        """Per token of each segment, its logprob under the current weights (``reference``: the reference
+        model's), 0 where the loss mask is 0, with no update: the proximal policy of the decoupled objective
+        (``algorithm.old_logprobs: recompute``)."""
+        from core.errors import ScaleCUAError
+
+        raise ScaleCUAError(f"trainer backend {type(self).__name__} cannot recompute logprobs, which "
+                            "algorithm.old_logprobs: recompute (or tis_cap) needs; implement recompute_logprobs() "
+                            "or set algorithm.old_logprobs: rollout")
+
     def load_weights(self, path: Path) -> None:
         """Start from the model weights that :meth:`save` wrote to ``path`` (a warm start's checkpoint); the
         optimizer and step counter stay fresh, and a reference model (KL term) becomes these weights."""

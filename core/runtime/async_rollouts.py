@@ -11,9 +11,11 @@ order. The trainer takes groups one by one until ``batch_size`` of them pass the
 start), trains on them in a worker thread, and pushes the new weights to the engine while episodes go on.
 
 Staleness. Every turn records the policy version that sampled it (:attr:`core.types.Turn.weight_version`,
-the number of optimizer steps its weights reflect). An episode in flight across a weight update goes on with
-the new weights (a partial rollout); the importance ratio keeps using the logprobs recorded at sampling
-time. A group's staleness when the step that makes version ``v + 1`` takes it is ``v`` minus the oldest
+the number of training iterations its weights reflect, however many optimizer steps each took). An episode in
+flight across a weight update goes on with the new weights (a partial rollout); the importance ratio keeps
+using the logprobs recorded at sampling time, or with ``algorithm.old_logprobs: recompute`` clips against the
+proximal policy recomputed before the step and weights each token by pi_proximal / pi_rollout (the decoupled
+objective, :func:`trainers.objective.grpo_token_loss`). A group's staleness when the step that makes version ``v + 1`` takes it is ``v`` minus the oldest
 version among its turns. A group staler than ``max_staleness`` is **dropped**: counted
 (``async/dropped_stale``), never trained and never observed by the sampler (its task may be selected again).
 With admission as above a drop needs a group to finish after a later batch's groups filled the steps in

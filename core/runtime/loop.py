@@ -24,6 +24,8 @@ import structlog
 
 from core.runtime import advantages, checkpoint, progress, updates
 from core.config import ResolvedConfig
+from core.errors import ConfigError
+from core.interfaces import TrainerBackend
 from core.runtime.components import Components, build_components
 from core.runtime.metrics import MetricsLog, PhaseTimer, discard_attempt, rollout_metrics, write_rollouts
 from core.pluginmanager import Plugins
@@ -54,7 +56,6 @@ def group_outcomes(group: RolloutGroup) -> list[float]:
 
 def load_pass_rates(path: str, tasks: Mapping[str, Task]) -> dict[str, float]:
     """``{task_id: rate}`` from a JSON file, for the tasks of the pool (others are ignored)."""
-    from core.errors import ConfigError
 
     try:
         data = json.loads(Path(path).expanduser().read_text(encoding="utf-8"))
@@ -212,6 +213,12 @@ class TrainingRun:
         if segments:
             self.step_applied = True  # the trainer is ahead of `completed` until the iteration is recorded
             with timer.phase("train"):
+                if a.old_logprobs == "recompute":  # the proximal policy: the weights before this iteration's steps
+                    started = time.perf_counter()
+                    proximal = (await in_thread(c.trainer.recompute_logprobs, segments) if in_threads
+                                else c.trainer.recompute_logprobs(segments))
+                    updates.set_proximal(segments, proximal)
+                    metrics["train/time/proximal_logprobs"] = time.perf_counter() - started
                 steps = []
                 for batch in updates.mini_batches(kept, count=a.ppo_mini_batches, epochs=a.ppo_epochs,
                                                   seed=self.cfg.run.seed, iteration=it):
@@ -258,6 +265,11 @@ class TrainingRun:
 
     async def run(self, resume: bool) -> str:
         c = build_components(self.resolved, self.plugins, self.run_dir)
+        if self.cfg.algorithm.old_logprobs == "recompute" and \
+                type(c.trainer).recompute_logprobs is TrainerBackend.recompute_logprobs:
+            raise ConfigError([f"algorithm.old_logprobs: recompute (set by tis_cap too) needs a trainer that "
+                               f"recomputes logprobs; trainer '{self.resolved.components['trainer'].name}' does "
+                               "not: use old_logprobs: rollout, or the torch / torch-fsdp trainer"])
         self.plugins.hook.scalecua_configure(config=self.resolved.raw, run_dir=self.run_dir)
         start_trackers(self.resolved, self.plugins, self.run_dir)  # registered: the lifecycle hooks reach them
         status = "failed"

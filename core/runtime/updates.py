@@ -6,8 +6,10 @@ iteration takes ``m * e`` optimizer steps (verl's ``ppo_mini_batch_size`` /
 whole, so every step sees each of its tasks' rollouts side by side, and the
 order is reshuffled every epoch from ``(seed, iteration, epoch)`` — the same on
 a resumed run. Advantages are computed once per iteration and importance ratios
-stay against the rollout logprobs, so the later steps of an iteration are clipped
-exactly as PPO clips them.
+stay against one old policy for the whole iteration — the rollout logprobs, or with
+``algorithm.old_logprobs: recompute`` the proximal logprobs the trainer recomputes
+before the first step (:func:`set_proximal`) — so the later steps of an iteration
+are clipped exactly as PPO clips them.
 """
 
 from __future__ import annotations
@@ -40,6 +42,17 @@ def mini_batches(groups: Sequence[RolloutGroup], *, count: int, epochs: int, see
             if segments:
                 steps.append(segments)
     return steps
+
+
+def set_proximal(segments: Sequence[Segment], proximal: Sequence[Sequence[float]]) -> None:
+    """Give each segment its proximal logprobs (the trainer's ``recompute_logprobs``, in the same order)."""
+    if len(proximal) != len(segments):
+        raise ValueError(f"the trainer recomputed logprobs for {len(proximal)} segments of {len(segments)}")
+    for segment, logprobs in zip(segments, proximal):
+        if len(logprobs) != segment.num_tokens:
+            raise ValueError(f"segment {segment.trajectory_id}#{segment.index}: the trainer recomputed "
+                             f"{len(logprobs)} logprobs for {segment.num_tokens} tokens")
+        segment.proximal_logprobs = [float(v) for v in logprobs]
 
 
 def merge_step_metrics(steps: Sequence[Mapping[str, float]]) -> dict[str, float]:

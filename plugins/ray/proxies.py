@@ -59,6 +59,9 @@ class RayTrainer(TrainerBackend):
     def eval_step(self, segments: Sequence[Segment]) -> dict[str, float]:
         return self._all("eval_step", list(segments))[0]
 
+    def recompute_logprobs(self, segments: Sequence[Segment], *, reference: bool = False) -> list[list[float]]:
+        return self._all("recompute_logprobs", list(segments), reference)[0]
+
     def load_weights(self, path: Path) -> None:
         self._all("load_weights", str(path))
 

@@ -61,6 +61,9 @@ class TrainerWorker:
     def eval_step(self, segments: list[Any]) -> dict[str, float]:
         return self.trainer.eval_step(segments)
 
+    def recompute_logprobs(self, segments: list[Any], reference: bool = False) -> list[list[float]]:
+        return self.trainer.recompute_logprobs(segments, reference=reference)
+
     def load_weights(self, path: str) -> None:
         self.trainer.load_weights(Path(path))
 

@@ -321,3 +321,35 @@ def test_a_rollout_budget_ends_the_run_at_equal_cost_and_evaluates_its_last_iter
     assert len(rows) < 50
     assert "eval/success" in rows[-1] and not any("eval/success" in r for r in rows[:-1])
     assert [p.name for p in list_complete(run_dir)] == [f"iter_{len(rows):06d}"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_decoupled_objective_recomputes_the_proximal_policy_once_per_iteration(tmp_path, mode):
+    """``algorithm.old_logprobs: recompute`` with two optimizer steps per iteration and the hf engine (a real
+    policy: the tiny Qwen3-VL samples, so rollout logprobs are the model's). Sync: the proximal policy is the one
+    that sampled, so the behaviour weight is 1 and its KL 0 up to float error. Async, k = 1: a group sampled
+    before the last update has a behaviour KL above that (the weights moved since its tokens were sampled)."""
+    runs = tmp_path / "runs"
+    config = yaml.safe_load(CONFIG.read_text())
+    config["rollout"] = {"name": "hf", "options": {"device": "cpu"}}
+    (tmp_path / "hf.yaml").write_text(yaml.safe_dump(config))
+    overrides = [o for o in small(runs, **{"rollout_loop.mode": mode, "algorithm.old_logprobs": "recompute",
+                                           "algorithm.tis_cap": 2.0, "algorithm.ppo_epochs": 2,
+                                           "algorithm.max_new_tokens": 8, "trainer.options.lr": 1e-2,
+                                           # the random policy never succeeds (no advantage): weight decay moves
+                                           # its weights anyway, so a stale group's sampler is outdated
+                                           "trainer.options.weight_decay": 1.0,
+                                           "run.iterations": 3}) if not o.startswith("rollout.options.")]
+    done = run_cli("core.run", "--config", str(tmp_path / "hf.yaml"), *overrides)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = MetricsLog(only_run_dir(runs)).read()
+    assert [r["iteration"] for r in rows] == [0, 1, 2]
+    for row in rows:
+        assert row["train/optimizer_steps"] == 2.0 and row["train/time/proximal_logprobs"] > 0
+        assert 0 <= row["train/actor/behaviour_capfrac"] <= 1
+        if mode == "sync" or row["async/staleness_max"] == 0:
+            assert row["train/actor/behaviour_kl"] < 1e-4 and row["train/actor/behaviour_weight_mean"] == \
+                pytest.approx(1.0, abs=1e-2)
+    if mode == "async":
+        stale = [r for r in rows if r["async/staleness_1"] > 0]
+        assert stale and max(r["train/actor/behaviour_kl"] for r in stale) > 1e-4, rows

@@ -279,19 +279,64 @@ def test_count_trainable_tokens_skips_the_unpredictable_first_position() -> None
     assert count_trainable_tokens(segs) == 2
 
 
-def test_truncated_importance_sampling_corrects_stale_tokens_instead_of_clipping_them() -> None:
-    """A token the rollout policy sampled at p = 0.1 that the current policy gives 0.5 (ratio 5): plain DAPO
-    clipping (1 + 0.28) zeroes its gradient for A > 0; with tis_cap = 2 it keeps the gradient -A * min(5, 2) *
-    d log p, and a fresh token (ratio 1) gets the plain gradient -A * d log p."""
-    logp = torch.tensor([math.log(0.5), math.log(0.3)], requires_grad=True)
+def test_the_decoupled_objective_weights_stale_tokens_and_clips_against_the_proximal_policy() -> None:
+    """A token the rollout policy sampled at p = 0.1 that the proximal policy (the weights at the iteration's
+    start) gives 0.5: plain DAPO clipping against the rollout (ratio 5 > 1 + 0.28) zeroes its gradient for A > 0.
+    Decoupled, the ratio is against the proximal policy (1 at the first step) and the token is weighted by
+    pi_prox / pi_rollout = 5, truncated to tis_cap = 2: gradient -A * 2 * d log p; a fresh token (all three
+    policies at 0.3) gets the plain -A * d log p. Normalizer 2."""
     rollout = torch.tensor([math.log(0.1), math.log(0.3)])
+    proximal = torch.tensor([math.log(0.5), math.log(0.3)])
     adv, mask = torch.tensor([1.0, 1.0]), torch.tensor([1, 1])
+    logp = proximal.clone().requires_grad_(True)
     plain = AlgorithmSection(kl_coef=0.0)
     grpo_token_loss(logp, rollout, adv, mask, algorithm=plain, normalizer=2.0).backward()
     assert logp.grad.tolist() == pytest.approx([0.0, -1.0 / 2])
+
     logp.grad = None
     tis = AlgorithmSection(kl_coef=0.0, tis_cap=2.0)
-    loss = grpo_token_loss(logp, rollout, adv, mask, algorithm=tis, normalizer=2.0)
+    assert tis.old_logprobs == "recompute"
+    stats = StepStats()
+    loss = grpo_token_loss(logp, rollout, adv, mask, algorithm=tis, normalizer=2.0, proximal_logprobs=proximal,
+                           stats=stats)
     loss.backward()
     assert logp.grad.tolist() == pytest.approx([-2.0 / 2, -1.0 / 2])
     assert float(loss) == pytest.approx(-(2.0 + 1.0) / 2)
+    summary = stats.summary()
+    assert summary["actor/behaviour_weight_mean"] == pytest.approx((2.0 + 1.0) / 2)
+    assert summary["actor/behaviour_capfrac"] == pytest.approx(0.5)
+    # k3 KL(rollout || proximal) per token: r = 5 -> (5 - 1) - log 5; 0 for the fresh token
+    assert summary["actor/behaviour_kl"] == pytest.approx((4.0 - math.log(5.0)) / 2)
+    assert summary["actor/approx_kl"] == pytest.approx(0.0, abs=1e-7)  # the step starts at the proximal policy
+
+    # uncapped: the full behaviour weight 5
+    logp.grad = None
+    uncapped = AlgorithmSection(kl_coef=0.0, old_logprobs="recompute")
+    grpo_token_loss(logp, rollout, adv, mask, algorithm=uncapped, normalizer=2.0, proximal_logprobs=proximal).backward()
+    assert logp.grad.tolist() == pytest.approx([-5.0 / 2, -1.0 / 2])
+
+
+def test_a_later_step_is_clipped_against_the_proximal_policy_not_against_itself() -> None:
+    """The second optimizer step of an iteration: the policy moved token 0 from the proximal 0.5 to 0.8 (ratio
+    1.6 > 1 + 0.28), so with A > 0 PPO's clip zeroes its gradient; token 1 moved within the range (0.3 -> 0.33,
+    ratio 1.1) keeps -A * w * ratio * d log p with w = 1. (Clipping against the step's own start, as tis_cap once
+    did, would give every step a ratio of 1 and never clip.)"""
+    rollout = torch.tensor([math.log(0.1), math.log(0.3)])
+    proximal = torch.tensor([math.log(0.5), math.log(0.3)])
+    logp = torch.tensor([math.log(0.8), math.log(0.33)], requires_grad=True)
+    adv, mask = torch.tensor([1.0, 1.0]), torch.tensor([1, 1])
+    stats = StepStats()
+    grpo_token_loss(logp, rollout, adv, mask, algorithm=AlgorithmSection(kl_coef=0.0, tis_cap=2.0),
+                    normalizer=2.0, proximal_logprobs=proximal, stats=stats).backward()
+    assert logp.grad.tolist() == pytest.approx([0.0, -1.1 / 2])
+    assert stats.summary()["actor/clipfrac_high"] == pytest.approx(0.5)
+
+
+def test_tis_cap_needs_the_recomputed_proximal_policy() -> None:
+    with pytest.raises(ValueError, match="tis_cap \\(2.0\\) caps the behaviour weight.*old_logprobs: recompute"):
+        AlgorithmSection(tis_cap=2.0, old_logprobs="rollout")
+    assert AlgorithmSection().old_logprobs == "rollout"
+    logp = torch.tensor([0.0], requires_grad=True)
+    with pytest.raises(ValueError, match="needs the proximal policy's logprobs"):
+        grpo_token_loss(logp, torch.tensor([0.0]), torch.tensor([1.0]), torch.tensor([1]),
+                        algorithm=AlgorithmSection(kl_coef=0.0, tis_cap=2.0), normalizer=1.0)

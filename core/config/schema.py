@@ -157,6 +157,12 @@ class RolloutSection(_Strict):
     #: than ``max_staleness`` policy versions (iterations) old is never trained. async with max_staleness 0 is sync.
     mode: Literal["sync", "async"] = "sync"
     max_staleness: int = Field(1, ge=0, description="async: most policy versions (iterations) a trained group may lag")
+    #: async: what keeps every trained group within max_staleness. ``wait`` (no environment time thrown away): a
+    #: step does not make version v + 1 while a group admitted at version v - max_staleness or earlier is still
+    #: running; it waits for it and trains it (admission already caps groups in flight at (max_staleness + 1)
+    #: batches, SkyRL's and AReaL's capacity rule). ``drop``: a step never waits; a group that finishes too
+    #: stale is dropped, its episodes' environment time lost (counted in work/env_seconds_untrained)
+    stale_groups: Literal["wait", "drop"] = "wait"
 
 
 class EvalSet(_Strict):

@@ -16,11 +16,23 @@ flight across a weight update goes on with the new weights (a partial rollout); 
 using the logprobs recorded at sampling time, or with ``algorithm.old_logprobs: recompute`` clips against the
 proximal policy recomputed before the step and weights each token by pi_proximal / pi_rollout (the decoupled
 objective, :func:`trainers.objective.grpo_token_loss`). A group's staleness when the step that makes version ``v + 1`` takes it is ``v`` minus the oldest
-version among its turns. A group staler than ``max_staleness`` is **dropped**: counted
-(``async/dropped_stale``), never trained and never observed by the sampler (its task may be selected again).
-With admission as above a drop needs a group to finish after a later batch's groups filled the steps in
-between (an episode far longer than the others), so drops are rare and measured, not prevented by stalling
-the pool.
+version among its turns. Nothing trained is ever staler than ``max_staleness``, by one of two rules
+(``rollout_loop.stale_groups``):
+
+* ``wait`` (the default): a group admitted at version ``u`` is *due* at the step that makes version
+  ``u + max_staleness + 1``; that step waits for every due group and trains it, beside its batch if the batch
+  is already full (``async/due_extra``). A group that finishes while a step waits only for due ones, and is
+  not due itself, is set aside for the next step. Admission caps the groups in flight at ``max_staleness + 1``
+  batches, so at most about one batch is due at a time (SkyRL's and AReaL's capacity rule): no environment
+  time is thrown away, at the price of the trainer waiting for a straggler.
+* ``drop``: steps never wait; a group that finishes staler than ``max_staleness`` is **dropped**: counted
+  (``async/dropped_stale``), never trained and never observed by the sampler (its task may be selected
+  again), its episodes' environment time lost (``work/env_seconds_untrained``).
+
+Every step reports the work behind it (:func:`core.runtime.metrics.work_metrics`): groups trained and not,
+environment steps and seconds, the mean episode length trained and run (asynchronous training favours short
+episodes), and at the run's end the groups started and never trained with the environment seconds their
+finished episodes took (``async/groups_left_at_end``, ``work/env_seconds_left_at_end``).
 
 Checkpoints hold what was trained: the trainer and the sampler as of the last completed step. Groups in
 flight or buffered at a checkpoint are not saved; after a kill and ``--resume`` their tasks are simply
@@ -38,7 +50,7 @@ from typing import Any, Awaitable, Callable
 
 import structlog
 
-from core.runtime.metrics import PhaseTimer
+from core.runtime.metrics import PhaseTimer, work_metrics
 from core.runtime.rollouts import RolloutStats, collect_groups
 from core.types import RolloutGroup
 
@@ -73,10 +85,14 @@ class Taken:
     #: groups observed by the sampler: kept ones and those its acceptance rule rejected (not the dropped)
     observed: list[RolloutGroup] = field(default_factory=list)
     dropped_stale: int = 0
+    #: groups dropped as too stale (``stale_groups: drop``): run, never trained
+    dropped: list[RolloutGroup] = field(default_factory=list)
     lost_groups: int = 0
     env_errors: int = 0
     lost_rollouts: int = 0
     wait_s: float = 0.0
+    #: groups a step waited for beyond its batch because they were due (``stale_groups: wait``), trained with it
+    due_extra: int = 0
 
 
 #: a step looks at most this many batches' worth of groups for its batch (DAPO's top-up budget, asynchronously)
@@ -90,14 +106,19 @@ class AsyncRollouts:
     """The producer and the buffer of the asynchronous pipeline (no training in here: see the module doc)."""
 
     def __init__(self, *, select: Callable[[int, int], list[str]], run_group: RunGroup, batch_size: int,
-                 max_staleness: int, first_batch: int, version: Callable[[], int]) -> None:
+                 max_staleness: int, first_batch: int, version: Callable[[], int], wait_for_due: bool = True) -> None:
         if max_staleness < 1:
             raise ValueError("AsyncRollouts needs max_staleness >= 1 (0 is the synchronous loop)")
         self.select, self.run_group = select, run_group
         self.batch_size, self.max_staleness = batch_size, max_staleness
         self.next_batch = first_batch
         self.version = version
+        self.wait_for_due = wait_for_due
         self.outstanding = 0  # groups started and not yet taken
+        #: admitted version -> groups started then and not yet taken out of the buffer (running or finished)
+        self._admitted: Counter[int] = Counter()
+        #: groups a step took out of the buffer but left for the next step (not due, batch already full)
+        self._carry: list[FinishedGroup] = []
         self._wanted = 0  # groups the step being filled still needs (0: the trainer is not waiting)
         self.busy_episodes_s = 0.0
         self._buffer: asyncio.Queue[FinishedGroup] = asyncio.Queue()
@@ -129,6 +150,7 @@ class AsyncRollouts:
                 raise RuntimeError(f"the sampler selected no task for batch {batch}")
             for index, task_id in enumerate(task_ids):
                 self.outstanding += 1
+                self._admitted[version] += 1
                 job = asyncio.create_task(self._one(task_id, batch, index, version), name=f"group-{batch}-{index}")
                 self._groups.add(job)
                 job.add_done_callback(self._group_done)
@@ -143,18 +165,40 @@ class AsyncRollouts:
             self._failure = job.exception()
             self._buffer.put_nowait(None)  # type: ignore[arg-type]  # wake the trainer to re-raise
 
+    def due(self, version: int) -> int:
+        """Groups not yet taken that the step making ``version + 1`` must train (``stale_groups: wait``): admitted
+        at ``version - max_staleness`` or earlier, so the next step would find them too stale."""
+        if not self.wait_for_due:
+            return 0
+        limit = version - self.max_staleness
+        return (sum(n for admitted, n in self._admitted.items() if admitted <= limit)
+                + sum(1 for f in self._carry if f.admitted_version <= limit))
+
     async def take(self, *, version: int, needed: int, accept: Callable[[RolloutGroup], bool],
                    most: int | None = None) -> Taken:
         """Groups for the step that trains on policy ``version``, in completion order: ``needed`` accepted ones,
-        or fewer once ``most`` groups were looked at (a bound on a filter that rejects most groups)."""
+        or fewer once ``most`` groups were looked at (a bound on a filter that rejects most groups). With
+        ``wait_for_due`` it also waits for every due group (:meth:`due`) and trains it; a group that arrives
+        meanwhile and is not due waits for the next step (it is not stale there)."""
         taken, started, looked = Taken(), time.perf_counter(), 0
-        while len(taken.kept) < needed and (most is None or looked < most):
-            looked += 1
-            self._wanted = needed - len(taken.kept)
+        later: list[FinishedGroup] = []  # arrived while the batch was full, not due: the next step's
+        while (len(taken.kept) < needed and (most is None or looked < most)) or self.due(version) > 0:
+            self._wanted = max(needed - len(taken.kept), 0)
             self.wake()
             if self._producer is not None and self._producer.done() and not self._producer.cancelled():
                 self._producer.result()  # re-raise a producer failure (e.g. the sampler's)
-            finished = await self._next()
+            if self._carry:
+                finished = self._carry.pop(0)
+            else:
+                finished = await self._next()
+                self._admitted[finished.admitted_version] -= 1
+                if not self._admitted[finished.admitted_version]:
+                    del self._admitted[finished.admitted_version]
+            full = len(taken.kept) >= needed or (most is not None and looked >= most)
+            if full and finished.admitted_version > version - self.max_staleness:
+                later.append(finished)  # not due: the next step takes it, within the bound
+                continue
+            looked += 1
             self.outstanding -= 1
             self._room.set()
             taken.env_errors += finished.stats.env_errors
@@ -165,6 +209,7 @@ class AsyncRollouts:
             lag = version - finished.version
             if lag > self.max_staleness:
                 taken.dropped_stale += 1
+                taken.dropped.append(finished.group)
                 log.info("group dropped: too stale", task_id=finished.task_id, staleness=lag,
                          max_staleness=self.max_staleness)
                 continue
@@ -172,6 +217,8 @@ class AsyncRollouts:
             if accept(finished.group):
                 taken.kept.append(finished.group)
                 taken.staleness.append(lag)
+                taken.due_extra += int(full)
+        self._carry += later  # what this step did not reach stays first in line, then what it set aside
         self._wanted = 0
         taken.wait_s = time.perf_counter() - started
         return taken
@@ -212,8 +259,13 @@ class AsyncIterations:
         self.rollouts = AsyncRollouts(select=c.sampler.select, run_group=self._run_group,
                                       batch_size=cfg.algorithm.batch_size,
                                       max_staleness=cfg.rollout_loop.max_staleness,
-                                      first_batch=run.completed, version=self.version)
+                                      first_batch=run.completed, version=self.version,
+                                      wait_for_due=cfg.rollout_loop.stale_groups == "wait")
         self._since = time.perf_counter()
+        #: environment seconds of every episode finished so far, and of those in groups a step disposed of
+        #: (trained, rejected, dropped): the difference at the end is work the run never used
+        self.finished_s = 0.0
+        self.disposed_s = 0.0
 
     async def _run_group(self, task_id: str, batch: int, index: int, version: int) -> FinishedGroup:
         cfg, c = self.run.cfg, self.c
@@ -230,7 +282,9 @@ class AsyncIterations:
         return self.run.completed if version is None else int(version)
 
     def _episode_done(self, traj: Any) -> None:
-        self.rollouts.busy_episodes_s += float(traj.metadata.get("duration_s", 0.0))
+        seconds = float(traj.metadata.get("duration_s", 0.0))
+        self.rollouts.busy_episodes_s += seconds
+        self.finished_s += seconds
         self.run._episode_done(traj)
 
     def start(self) -> None:
@@ -251,10 +305,14 @@ class AsyncIterations:
         window, self._since = now - self._since, now
         busy, self.rollouts.busy_episodes_s = self.rollouts.busy_episodes_s, 0.0
         counts = Counter(taken.staleness)
+        rejected = [g for g in taken.observed if not any(g is k for k in taken.kept)]
         counters: dict[str, float] = {
             "rollout/env_errors": float(taken.env_errors), "rollout/lost": float(taken.lost_rollouts),
-            "rollout/episodes_run": float(sum(len(g.trajectories) for g in taken.observed)),
+            # every episode run to its end that this step disposed of: trained, rejected or dropped as too stale
+            "rollout/episodes_run": float(sum(len(g.trajectories) for g in (*taken.observed, *taken.dropped))),
+            **work_metrics(taken.kept, [*rejected, *taken.dropped]),
             "async/dropped_stale": float(taken.dropped_stale), "async/lost_groups": float(taken.lost_groups),
+            "async/due_extra": float(taken.due_extra),
             "async/staleness_mean": sum(taken.staleness) / max(len(taken.staleness), 1),
             "async/staleness_max": float(max(taken.staleness, default=0)),
             **{f"async/staleness_{k}": float(counts.get(k, 0)) for k in range(run.cfg.rollout_loop.max_staleness + 1)},
@@ -264,7 +322,11 @@ class AsyncIterations:
             "async/rollout_idle_share": max(0.0, 1.0 - busy / (self.concurrency * window)) if window > 0 else 0.0,
             "async/outstanding_groups": float(self.rollouts.outstanding),
         }
+        self.disposed_s += counters["work/env_seconds"]
         metrics = await run.train_on(c, taken.kept, outcomes, counters, timer, in_threads=True)
+        if run.finishes_with(run.completed + 1):  # the run ends here: what it started and will never train
+            metrics["async/groups_left_at_end"] = float(self.rollouts.outstanding)
+            metrics["work/env_seconds_left_at_end"] = max(0.0, self.finished_s - self.disposed_s)
         self.rollouts.wake()  # a new version admits the next batch
         metrics["async/weight_version_lag"] = counters["async/staleness_mean"]
         return metrics

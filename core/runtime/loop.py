@@ -27,7 +27,8 @@ from core.config import ResolvedConfig
 from core.errors import ConfigError
 from core.interfaces import TrainerBackend
 from core.runtime.components import Components, build_components
-from core.runtime.metrics import MetricsLog, PhaseTimer, discard_attempt, rollout_metrics, write_rollouts
+from core.runtime.metrics import (MetricsLog, PhaseTimer, discard_attempt, rollout_metrics, work_metrics,
+                                  write_rollouts)
 from core.pluginmanager import Plugins
 from core.runtime.rollouts import collect_groups
 from core.runtime.shots import ScreenshotPolicy
@@ -164,6 +165,7 @@ class TrainingRun:
         task_ids = c.sampler.select(it, a.batch_size)
         self.display.start_iteration(it, len(task_ids) * a.n_rollouts)
         kept: list[RolloutGroup] = []
+        rejected: list[RolloutGroup] = []
         outcomes: dict[str, list[float]] = {}
         extra_draws, env_errors, lost, episodes_run = 0, 0, 0, 0
         with timer.phase("rollout"):
@@ -181,6 +183,8 @@ class TrainingRun:
                     outcomes[group.task_id] = group_outcomes(group)
                     if c.sampler.accept(group.task_id, self.rewards(group)):
                         kept.append(group)
+                    else:
+                        rejected.append(group)
                 missing = a.batch_size - len(kept)
                 seen = [g.task_id for g in kept] + list(pending)
                 pending = c.sampler.top_up(it, missing, seen) if missing > 0 else []
@@ -188,7 +192,8 @@ class TrainingRun:
                     extra_draws += 1
         # rollout/episodes counts the trained (kept) groups' episodes; episodes_run also those a sampler dropped
         counters = {"rollout/env_errors": float(env_errors), "rollout/lost": float(lost),
-                    "rollout/episodes_run": float(episodes_run), "sampler/top_up_rounds": float(extra_draws)}
+                    "rollout/episodes_run": float(episodes_run), "sampler/top_up_rounds": float(extra_draws),
+                    **work_metrics(kept, rejected)}
         return await self.train_on(c, kept, outcomes, counters, timer)
 
     def rewards(self, group: RolloutGroup) -> list[float]:

@@ -140,6 +140,30 @@ def rollout_metrics(groups: Sequence[RolloutGroup]) -> dict[str, float]:
     }
 
 
+def work_metrics(trained: Sequence[RolloutGroup], untrained: Sequence[RolloutGroup]) -> dict[str, float]:
+    """What an iteration's training cost in environment work, and how much of it was thrown away.
+
+    ``trained``: the groups this step trained; ``untrained``: groups run to the end that no step will train (a
+    sampler's rejections, groups dropped as too stale). Environment time is each episode's wall time
+    (``duration_s``: resets, actions, judging); steps are its turns."""
+    def turns(groups: Sequence[RolloutGroup]) -> list[int]:
+        return [len(t.turns) for g in groups for t in g.trajectories]
+
+    def seconds(groups: Sequence[RolloutGroup]) -> float:
+        return float(sum(float(t.metadata.get("duration_s", 0.0)) for g in groups for t in g.trajectories))
+
+    run = turns(trained) + turns(untrained)
+    return {
+        "work/groups_trained": float(len(trained)),
+        "work/groups_untrained": float(len(untrained)),
+        "work/env_steps": float(sum(run)),
+        "work/env_seconds": seconds(trained) + seconds(untrained),
+        "work/env_seconds_untrained": seconds(untrained),
+        "work/turns_mean_trained": statistics.fmean(turns(trained)) if turns(trained) else 0.0,
+        "work/turns_mean_run": statistics.fmean(run) if run else 0.0,
+    }
+
+
 def trajectory_record(traj: Trajectory, screenshot_paths: Mapping[int | str, str] | None = None) -> dict[str, Any]:
     """One JSON line per trajectory: the format trajectory-guided synthesis reads.
 

@@ -33,7 +33,7 @@ CONFIG = ROOT / "configs" / "simulated-async.yaml"
 # -- the scheduler alone, under random completion orders ------------------------------------------------
 
 
-def _scheduled(seed: int, k: int, batch: int, steps: int, reject_every: int) -> dict:
+def _scheduled(seed: int, k: int, batch: int, steps: int, reject_every: int, wait: bool = True) -> dict:
     rng = random.Random(seed)
     state = {"version": 0}
     selected: list[int] = []
@@ -58,9 +58,9 @@ def _scheduled(seed: int, k: int, batch: int, steps: int, reject_every: int) -> 
 
     async def body() -> dict:
         rollouts = AsyncRollouts(select=select, run_group=run_group, batch_size=batch, max_staleness=k,
-                                 first_batch=0, version=lambda: state["version"])
+                                 first_batch=0, version=lambda: state["version"], wait_for_due=wait)
         rollouts.start()
-        kept, observed, lags, looked_total = [], [], [], 0
+        kept, observed, lags, looked_total, dropped = [], [], [], 0, 0
         try:
             for _ in range(steps):
                 calls = {"n": 0}
@@ -78,6 +78,7 @@ def _scheduled(seed: int, k: int, batch: int, steps: int, reject_every: int) -> 
                 kept += [g.trajectories[0].group_id for g in taken.kept]
                 observed += [g.trajectories[0].group_id for g in taken.observed]
                 looked_total += len(taken.observed) + taken.dropped_stale + taken.lost_groups
+                dropped += taken.dropped_stale
                 for _ in range(rng.randint(0, 30)):  # training takes a while; episodes go on
                     await asyncio.sleep(0)
                 state["version"] += 1
@@ -85,15 +86,18 @@ def _scheduled(seed: int, k: int, batch: int, steps: int, reject_every: int) -> 
         finally:
             await rollouts.close()
         return {"kept": kept, "observed": observed, "lags": lags, "selected": selected, "looked": looked_total,
-                "delivered": delivered}
+                "delivered": delivered, "dropped": dropped}
 
     return asyncio.run(body())
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 10_000), k=st.integers(1, 3), batch=st.integers(1, 4), reject_every=st.integers(2, 6))
-def test_no_group_trained_twice_and_none_staler_than_k(seed, k, batch, reject_every):
-    out = _scheduled(seed, k, batch, steps=6, reject_every=reject_every)
+@given(seed=st.integers(0, 10_000), k=st.integers(1, 3), batch=st.integers(1, 4), reject_every=st.integers(2, 6),
+       wait=st.booleans())
+def test_no_group_trained_twice_and_none_staler_than_k(seed, k, batch, reject_every, wait):
+    out = _scheduled(seed, k, batch, steps=6, reject_every=reject_every, wait=wait)
+    if wait:  # stale_groups: wait -- no group is ever run for nothing
+        assert out["dropped"] == 0
     assert len(out["kept"]) == len(set(out["kept"])), "a group was trained twice"
     assert len(out["observed"]) == len(set(out["observed"])), "a group was observed twice"
     assert set(out["kept"]) <= set(out["observed"]), "a trained group was not observed by the sampler"
@@ -135,6 +139,12 @@ def test_async_run_trains_within_the_staleness_bound(tmp_path, sampler):
         assert row["async/staleness_0"] + row["async/staleness_1"] == row["groups/kept"]
         assert row["rollout/episodes_run"] >= row["rollout/episodes"]  # what was run, dropped groups too
         assert 0 <= row["async/trainer_idle_share"] <= 1 and 0 <= row["async/rollout_idle_share"] <= 1
+        # stale_groups: wait (the default): nothing dropped; the work behind the step is accounted for
+        assert row["async/dropped_stale"] == 0 and row["work/groups_trained"] == row["groups/kept"]
+        assert row["rollout/episodes_run"] == 2 * (row["work/groups_trained"] + row["work/groups_untrained"])
+        assert row["work/env_seconds"] >= row["work/env_seconds_untrained"] >= 0 and row["work/env_steps"] > 0
+    assert "async/groups_left_at_end" in rows[-1] and "work/env_seconds_left_at_end" in rows[-1]
+    assert all("async/groups_left_at_end" not in r for r in rows[:-1])
     summary = json.loads((run_dir / "report" / "summary.json").read_text())
     assert "async.png" in summary["files"] and (run_dir / "report" / "async.png").stat().st_size > 0
     assert summary["async"]["dropped_stale"] == sum(r["async/dropped_stale"] for r in rows)
@@ -150,6 +160,14 @@ def test_async_run_trains_within_the_staleness_bound(tmp_path, sampler):
             assert 0 <= iteration - min(versions) <= 1
 
 
+def test_waiting_for_due_groups_drops_nothing_where_dropping_loses_stragglers():
+    """The same seeded schedule (episodes of very different lengths) under both rules: drop loses groups to
+    staleness, wait loses none and trains every group it delivered, each within the bound."""
+    drops = {wait: sum(_scheduled(seed, 1, 2, steps=8, reject_every=10**6, wait=wait)["dropped"] for seed in range(30))
+             for wait in (True, False)}
+    assert drops[True] == 0 and drops[False] > 0, drops
+
+
 def test_async_with_max_staleness_0_is_the_sync_run(tmp_path):
     runs = {mode: tmp_path / mode for mode in ("sync", "async0")}
     for mode, root in runs.items():
@@ -159,7 +177,8 @@ def test_async_with_max_staleness_0_is_the_sync_run(tmp_path):
 
     def comparable(root: Path) -> tuple[list[dict], list[list[str]]]:
         run_dir = only_run_dir(root)
-        rows = [{k: v for k, v in r.items() if not k.startswith(("time/", "train/time/", "judge/seconds"))}
+        rows = [{k: v for k, v in r.items() if not k.startswith(("time/", "train/time/", "judge/seconds",
+                                                                 "work/env_seconds"))}
                 for r in MetricsLog(run_dir).read()]
         turns = [[t["response_text"] for t in r["turns"]] for r in rollout_records(run_dir)]
         return rows, turns

@@ -67,7 +67,11 @@ class WeightTransferOptions(BaseModel):
         None, ge=1, description="bytes per packed broadcast (default: 4 MiB for gloo, whose loopback/TCP throughput "
                                 "peaks there, and the whole bucket for nccl)"
     )
-    pause_generation: bool = Field(True, description="pause the server's generation during each update session")
+    #: vLLM's /pause (mode wait, clear_cache true) drains the running requests and clears the KV and prefix
+    #: caches, so nothing computed with the old weights is reused after the update; without the pause a cached
+    #: prefix can cross a weight version
+    pause_generation: bool = Field(True, description="pause the server's generation during each update session "
+                                                     "(it also clears the server's prefix cache)")
     timeout_s: float = Field(600.0, gt=0, description="rendezvous, broadcast and HTTP timeout of a weight update")
 
 

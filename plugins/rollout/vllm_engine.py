@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import ScaleCUAError
 from core.interfaces import Generation, GenerationRequest, PolicyModel, RolloutEngine
-from core.weight_sync import WeightSession
+from core.weight_sync import WeightSession, WeightSyncError
 from plugins.serving.protocol import pad_runs
 
 log = structlog.get_logger(__name__)
@@ -286,6 +286,11 @@ class VLLMRolloutEngine(RolloutEngine):
                 self.transport.commit()  # start, update + broadcast, finish: driven by vLLM's trainer engine
             else:
                 self._call(self.engine.finish_weight_update())
+            # vLLM's finish_weight_update keeps the KV prefix cache: a later prompt sharing a prefix would reuse
+            # KV the old weights computed. Drop it; requests still running are preempted and recompute theirs
+            # under the new weights. (The encoder cache stays: the vision tower never changes during RL.)
+            if not self._call(self.engine.reset_prefix_cache(reset_running_requests=True)):
+                raise WeightSyncError("vllm engine: the prefix cache could not be reset after a weight update")
         except BaseException:
             self.abort_weight_update()
             raise

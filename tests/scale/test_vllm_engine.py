@@ -254,7 +254,7 @@ def test_engine_logprobs_are_the_trainers_and_weights_update_in_sessions(fake_vl
     assert served.calls[-len(buckets) - 2:] == ["init", "start"] + ["update"] * len(buckets)
     assert engine.weight_version is None  # the session is still open
     engine.commit_weight_update()
-    assert served.calls[-1] == "finish" and engine.weight_version == 1
+    assert served.calls[-2:] == ["finish", "reset_prefix_cache"] and engine.weight_version == 1
     after = _generate(engine, requests)
     assert [g.ids for g in after] != [g.ids for g in before]
     assert all(g.weight_version == 1 for g in after)
@@ -292,6 +292,35 @@ def test_the_comparison_catches_a_wrong_engine(stand_in, model, monkeypatch) -> 
     monkeypatch.setattr(arg_utils, "AsyncEngineArgs", raw_mode)
     raw = _generate(_engine(model, True), requests)
     assert not _agree(raw, _recomputed(trainer, requests, raw))
+
+
+def test_no_cached_prefix_crosses_a_weight_version(stand_in, model, monkeypatch) -> None:
+    """The stand-in caches every prefix it computed, as vLLM's prefix caching keeps KV blocks. After a weight
+    update the same prompts must be computed afresh: with the engine's reset the logprobs are the new policy's;
+    without it (the reset skipped) they still come from the old weights and disagree with the trainer."""
+    def updated(skip_reset: bool) -> bool:
+        engine = _engine(model, True)
+        if skip_reset:
+            async def kept(**_: object) -> bool:
+                return True
+
+            monkeypatch.setattr(engine.engine, "reset_prefix_cache", kept)
+        trainer = _trainer(model)
+        requests = _requests(model, 2)
+        _generate(engine, requests)  # fills the cache under version 0
+        trainer.train_step(batch.segments(model.renderer()))
+        engine.begin_weight_update(1)
+        for bucket in trainer.export_weights(1 << 18):
+            engine.update_weights(bucket)
+        engine.commit_weight_update()
+        after = _generate(engine, requests)
+        import asyncio
+
+        asyncio.run(engine.close())
+        return _agree(after, _recomputed(trainer, requests, after))
+
+    assert updated(skip_reset=False)
+    assert not updated(skip_reset=True)
 
 
 def test_top_p_below_one_is_refused_because_vllm_reports_truncated_logprobs(model) -> None:

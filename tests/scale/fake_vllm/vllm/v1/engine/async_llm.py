@@ -44,7 +44,9 @@ class AsyncLLM:
     the temperature, then top-k and top-p truncation, then a draw from a generator seeded by the request's
     ``seed``. The reported logprob of the sampled token follows ``args.logprobs_mode``: ``processed_logprobs``
     after every step above (truncation included), ``raw_logprobs`` from the model's logits alone. Nothing here
-    calls the project's hf engine, so the engine under test can disagree with the trainer."""
+    calls the project's hf engine, so the engine under test can disagree with the trainer. With
+    ``enable_prefix_caching`` it reuses the output it computed for a prefix, as vLLM reuses KV blocks, across
+    weight updates too, until ``reset_prefix_cache``."""
 
     instances: list["AsyncLLM"] = []
 
@@ -63,6 +65,9 @@ class AsyncLLM:
         self.model_config = SimpleNamespace(dtype=torch.float32)
         self.calls: list[str] = []
         self.loop = None
+        #: prefix caching as vLLM does it: the model's output at every prefix computed so far is reused, whatever
+        #: weights computed it, until reset_prefix_cache (key: the token ids and the images' digests)
+        self.prefix_cache: dict[tuple, torch.Tensor] | None = {} if args.enable_prefix_caching else None
         AsyncLLM.instances.append(self)
 
     @classmethod
@@ -90,9 +95,15 @@ class AsyncLLM:
         generator = torch.Generator().manual_seed(params.seed if params.seed is not None else 0)
         ids, out, logprobs = list(prompt), [], []
         stops = set(params.stop_token_ids or [])
+        digests = tuple(image.digest for image in images)
         for _ in range(params.max_tokens):
-            inputs = self.policy.model_inputs([ids], [images])
-            raw = self.module(**inputs).logits[0, -1].float()
+            key = (tuple(ids), digests)
+            raw = self.prefix_cache.get(key) if self.prefix_cache is not None else None
+            if raw is None:
+                inputs = self.policy.model_inputs([ids], [images])
+                raw = self.module(**inputs).logits[0, -1].float()
+                if self.prefix_cache is not None:
+                    self.prefix_cache[key] = raw
             logits = raw.clone()
             for token, bias in (params.logit_bias or {}).items():
                 logits[int(token)] += max(-100.0, min(100.0, float(bias)))
@@ -142,6 +153,12 @@ class AsyncLLM:
         self.staged = None
         self.weight_version += 1
         self.calls.append("finish")
+
+    async def reset_prefix_cache(self, reset_running_requests: bool = False, reset_connector: bool = False) -> bool:
+        if self.prefix_cache is not None:
+            self.prefix_cache.clear()
+        self.calls.append("reset_prefix_cache")
+        return True
 
     def shutdown(self) -> None:
         self.calls.append("shutdown")

@@ -1,24 +1,35 @@
-"""Synchronous vs asynchronous rollout-training pipeline, side by side in one run.
+"""Synchronous vs asynchronous rollout-training pipeline at equal conditions and equal work, side by side.
 
-``python bench/async_pipeline.py [--quick] [--desktops] [--iterations N]`` prints one JSON object on stdout
-(logs go to stderr).
+``python bench/async_pipeline.py [--quick] [--desktops] [--iterations N] [--seeds 0 1 2] [--slots S]`` prints
+one JSON object on stdout (logs go to stderr).
 
 (a) ``configs/simulated-async.yaml``: SIMULATED desktops with OSWorld-like step and reset latency (1-3 s)
 and a SIMULATED policy (a seeded done/wait coin per turn: episodes of 1 to 50 turns, about 14 on average,
 so a synchronous step waits for its slowest episode), with the real tiny Qwen3-VL tokenizer, segments and
-torch trainer (a real optimizer step on the episodes' tokens). Environments dominate as in the paper, and
-the pool holds two batches of episodes (the paper: 600 environments for 256 episodes a batch), the same
-pool in every mode: a synchronous step can use one batch's worth of it.
-``--quick`` scales every latency by 0.1 and the batch and episodes down (to fit about a minute).
+torch trainer (a real optimizer step on the episodes' tokens). Environments dominate as in the paper.
+
+**Equal slots** (the headline): every mode gets the same ``S`` environment slots (``max_environments`` and
+``rollout_loop.concurrency``), and the batch fills them (``batch_size x n_rollouts = S``), so synchronous
+training leaves no slot idle by construction; what async gains is overlap (training while episodes run) and
+not waiting for a batch's slowest episode. **Fixed batch** (the figure this bench used to print): the config's
+32 slots for a batch of 16 episodes, so sync leaves half the pool idle; reported beside it for comparison.
+
+Modes: ``sync``; ``async_k1`` and ``async_k2`` (``max_staleness`` 1, 2, ``stale_groups: wait``, the default:
+nothing is thrown away); ``async_k1_drop`` (``stale_groups: drop``). Each mode runs ``python -m core.run``
+once per seed. Work is counted from the runs' own metrics (:func:`core.runtime.metrics.work_metrics`):
+trained tokens (``tokens/total``) and groups per hour of loop time (process start-up excluded), environment
+seconds spent on groups never trained (rejected, dropped, or left running or unused at the end), the mean
+episode length trained vs run (async favours short episodes), staleness. Bounds printed beside the measured
+ratio, from the sync runs' phase times (rollout R, training + weight sync T per iteration): pure overlap
+``(R + T) / max(R, T)``, and straggler-free ``(R + T) / max(u R, T)`` where ``u`` is the share of slot-time
+sync's rollout phase actually used (the rest waits for the slowest episode).
+Target (issue 36): async k=1 >= 1.5x sync's trained tokens per hour with equal slots (mean of 3 seeds), and
+at most 2 % of environment time on never-trained groups with ``stale_groups: wait``.
 
 (b) ``--desktops``: real local desktops with the quickstart's settings (``configs/quickstart.yaml``, the tiny
-model generating in-process), a few iterations per mode.
+model generating in-process), sync vs async k=1 at the quickstart's own slots and batch.
 
-Each configuration runs ``python -m core.run`` once per mode: ``sync``, ``async`` with ``max_staleness``
-1 and 2, same seed. Reported per mode: trained iterations per hour (from the loop's own per-iteration wall
-times, process start-up excluded), the ratio against sync, the trainer's and the rollouts' idle shares, the
-staleness distribution of trained groups, groups dropped for staleness, and the success rate.
-Target (issue 17): async k=1 >= 1.6x sync iterations per hour on (a), above 1x on (b).
+``--quick``: latencies x 0.1, 8 slots, one seed, sync and async k=1 only, 3 iterations (about a minute).
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,10 +50,15 @@ ROOT = Path(__file__).resolve().parents[1]
 SIMULATED = ROOT / "configs" / "simulated-async.yaml"
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"
 MODES = {"sync": ["rollout_loop.mode=sync"],
-         "async_k1": ["rollout_loop.mode=async", "rollout_loop.max_staleness=1"],
-         "async_k2": ["rollout_loop.mode=async", "rollout_loop.max_staleness=2"]}
-TARGET_SIMULATED = 1.6
+         "async_k1": ["rollout_loop.mode=async", "rollout_loop.max_staleness=1", "rollout_loop.stale_groups=wait"],
+         "async_k1_drop": ["rollout_loop.mode=async", "rollout_loop.max_staleness=1",
+                           "rollout_loop.stale_groups=drop"],
+         "async_k2": ["rollout_loop.mode=async", "rollout_loop.max_staleness=2", "rollout_loop.stale_groups=wait"]}
+QUICK_MODES = ("sync", "async_k1")
+TARGET_TOKENS_RATIO = 1.5
+TARGET_UNTRAINED_SHARE = 0.02
 QUICK_SCALE = 0.1  # --quick: every latency x 0.1
+N_ROLLOUTS = 4
 
 
 def log(message: str) -> None:
@@ -49,6 +66,7 @@ def log(message: str) -> None:
 
 
 def run_mode(config: Path, overrides: list[str], out: Path) -> dict[str, Any]:
+    """One ``core.run``; what it trained, what it cost and how long its loop took."""
     out.mkdir(parents=True)
     cmd = [sys.executable, "-m", "core.run", "--config", str(config), f"run.output_dir={out}", *overrides]
     started = time.perf_counter()
@@ -59,82 +77,155 @@ def run_mode(config: Path, overrides: list[str], out: Path) -> dict[str, Any]:
     run_dir = next(p for p in out.iterdir() if (p / "metrics.jsonl").exists())
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     loop_s = sum(r["time/iteration"] for r in rows)
+
+    def total(key: str) -> float:
+        return float(sum(r.get(key, 0.0) for r in rows))
+
+    env_s = total("work/env_seconds") + total("work/env_seconds_left_at_end")
+    wasted_s = total("work/env_seconds_untrained") + total("work/env_seconds_left_at_end")
     result: dict[str, Any] = {
         "iterations": len(rows),
         "loop_s": round(loop_s, 2),
         "process_wall_s": round(wall, 2),
         "iterations_per_hour": round(3600 * len(rows) / loop_s, 2),
-        "train_s_mean": round(sum(r.get("time/train", 0.0) for r in rows) / len(rows), 2),
-        "success": round(sum(r.get("success/rate", 0.0) for r in rows) / len(rows), 3),
+        "trained_tokens_per_hour": round(3600 * total("tokens/total") / loop_s, 1),
+        "trained_groups_per_hour": round(3600 * total("work/groups_trained") / loop_s, 2),
+        "trained_episodes": int(total("rollout/episodes")),
+        "env_steps": int(total("work/env_steps")),
+        "env_seconds": round(env_s, 1),
+        "untrained_env_share": round(wasted_s / env_s, 4) if env_s else 0.0,
+        "turns_mean_trained": round(statistics.fmean(r["work/turns_mean_trained"] for r in rows), 2),
+        "turns_mean_run": round(statistics.fmean(r["work/turns_mean_run"] for r in rows), 2),
+        "rollout_s_mean": round(total("time/rollout") / len(rows), 2),
+        "train_s_mean": round((total("time/train") + total("time/weight_sync")) / len(rows), 2),
+        "success": round(statistics.fmean(r.get("success/rate", 0.0) for r in rows), 3),
     }
     if "async/staleness_mean" in rows[0]:
         staleness: dict[str, float] = {}
         for r in rows:
             for key, value in r.items():
-                if key.startswith("async/staleness_") and key[len("async/staleness_"):].isdigit():
-                    staleness[key[len("async/staleness_"):]] = staleness.get(key[len("async/staleness_"):], 0) + value
+                suffix = key[len("async/staleness_"):]
+                if key.startswith("async/staleness_") and suffix.isdigit():
+                    staleness[suffix] = staleness.get(suffix, 0) + value
         result.update({
-            "trainer_idle_share": round(sum(r["async/trainer_idle_share"] for r in rows) / len(rows), 3),
-            "rollout_idle_share": round(sum(r["async/rollout_idle_share"] for r in rows) / len(rows), 3),
+            "trainer_idle_share": round(statistics.fmean(r["async/trainer_idle_share"] for r in rows), 3),
+            "rollout_idle_share": round(statistics.fmean(r["async/rollout_idle_share"] for r in rows), 3),
             "staleness_histogram": staleness,
-            "dropped_stale": sum(r["async/dropped_stale"] for r in rows),
+            "dropped_stale": total("async/dropped_stale"),
+            "due_extra": total("async/due_extra"),
+            "groups_left_at_end": total("async/groups_left_at_end"),
         })
-    else:  # sync: the trainer idles through the rollout phase, the rollouts through training
+    else:  # sync: the trainer idles through the rollout phase, the slots through training and the stragglers
         result.update({
-            "trainer_idle_share": round(sum(r["time/rollout"] for r in rows) / loop_s, 3),
-            "rollout_idle_share": round(sum(r.get("time/train", 0) + r.get("time/weight_sync", 0)
-                                            for r in rows) / loop_s, 3),
+            "trainer_idle_share": round(total("time/rollout") / loop_s, 3),
+            "rollout_idle_share": round((total("time/train") + total("time/weight_sync")) / loop_s, 3),
         })
     return result
 
 
-def compare(name: str, config: Path, overrides: list[str], work: Path) -> dict[str, Any]:
-    modes = {}
-    for mode, extra in MODES.items():
-        log(f"{name}: {mode} ...")
-        modes[mode] = run_mode(config, [*overrides, *extra], work / name / mode)
-        log(f"{name}: {mode}: {modes[mode]['iterations_per_hour']} iterations/hour")
-    base = modes["sync"]["iterations_per_hour"]
-    return {"modes": modes, "speedup_vs_sync": {m: round(r["iterations_per_hour"] / base, 3) for m, r in modes.items()}}
+def bounds(sync: dict[str, Any], slots: int) -> dict[str, float]:
+    """What async could gain at most over this sync run: pure overlap, and overlap without stragglers."""
+    r, t = sync["rollout_s_mean"], sync["train_s_mean"]
+    used = sync["env_seconds"] / (slots * r * sync["iterations"]) if r else 1.0
+    return {"pure_overlap": round((r + t) / max(r, t), 3),
+            "straggler_free": round((r + t) / max(min(used, 1.0) * r, t), 3),
+            "sync_slot_use_in_rollout": round(min(used, 1.0), 3)}
 
 
-def simulated_overrides(quick: bool, iterations: int, scale: float) -> list[str]:
-    latency = [f"environment.options.step_latency_s=[{scale * 1.0:g},{scale * 3.0:g}]",
-               f"environment.options.reset_latency_s=[{scale * 1.0:g},{scale * 3.0:g}]"]
-    if not quick:
-        return [f"run.iterations={iterations}", f"run.checkpoint_every={iterations}", *latency]
-    return [f"run.iterations={iterations}", f"run.checkpoint_every={iterations}", *latency,
-            "algorithm.batch_size=2", "algorithm.n_rollouts=2", "rollout_loop.concurrency=8",
-            "environment.options.max_environments=8", "algorithm.max_turns=20"]
+def compare(name: str, config: Path, overrides: list[str], work: Path, modes: tuple[str, ...], seeds: list[int],
+            slots: int) -> dict[str, Any]:
+    per_seed: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
+    for seed in seeds:
+        for mode in modes:
+            log(f"{name}: seed {seed}: {mode} ...")
+            extra = [f"run.seed={seed}", f"environment.options.seed={seed}", *MODES[mode]]
+            per_seed[mode].append(run_mode(config, [*overrides, *extra], work / name / f"{mode}-{seed}"))
+            r = per_seed[mode][-1]
+            log(f"{name}: seed {seed}: {mode}: {r['trained_tokens_per_hour']} trained tokens/hour, "
+                f"{r['iterations_per_hour']} iterations/hour, untrained env share {r['untrained_env_share']}")
+    out: dict[str, Any] = {"seeds": seeds, "modes": {}, "bounds_per_seed": [bounds(s, slots) for s in per_seed["sync"]]}
+    for mode, runs in per_seed.items():
+        ratios = [run["trained_tokens_per_hour"] / base["trained_tokens_per_hour"]
+                  for run, base in zip(runs, per_seed["sync"])]
+        iteration_ratios = [run["iterations_per_hour"] / base["iterations_per_hour"]
+                            for run, base in zip(runs, per_seed["sync"])]
+        out["modes"][mode] = {
+            "trained_tokens_per_hour_vs_sync": {"mean": round(statistics.fmean(ratios), 3),
+                                                "sd": round(statistics.stdev(ratios), 3) if len(ratios) > 1 else 0.0,
+                                                "per_seed": [round(x, 3) for x in ratios]},
+            "iterations_per_hour_vs_sync": {"mean": round(statistics.fmean(iteration_ratios), 3),
+                                            "per_seed": [round(x, 3) for x in iteration_ratios]},
+            "untrained_env_share": {"mean": round(statistics.fmean(r["untrained_env_share"] for r in runs), 4),
+                                    "max": max(r["untrained_env_share"] for r in runs)},
+            "runs": runs,
+        }
+    return out
+
+
+def simulated_overrides(quick: bool, iterations: int, scale: float, slots: int | None) -> list[str]:
+    """The simulated config's overrides; ``slots``: equal slots with sync's batch filling them (None: the
+    config's own fixed batch)."""
+    out = [f"run.iterations={iterations}", f"run.checkpoint_every={iterations}",
+           f"environment.options.step_latency_s=[{scale * 1.0:g},{scale * 3.0:g}]",
+           f"environment.options.reset_latency_s=[{scale * 1.0:g},{scale * 3.0:g}]"]
+    if quick:
+        out.append("algorithm.max_turns=20")
+    if slots is not None:
+        out += [f"environment.options.max_environments={slots}", f"rollout_loop.concurrency={slots}",
+                f"algorithm.n_rollouts={N_ROLLOUTS}", f"algorithm.batch_size={slots // N_ROLLOUTS}"]
+    return out
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="latencies x 0.1, small batch, short episodes")
+    parser.add_argument("--quick", action="store_true", help="latencies x 0.1, 8 slots, one seed, sync and async k=1")
     parser.add_argument("--desktops", action="store_true", help="also (b): real local desktops, quickstart settings")
-    parser.add_argument("--iterations", type=int, default=None, help="iterations per mode (default 3 quick, 6)")
+    parser.add_argument("--iterations", type=int, default=None, help="iterations per run (default 3 quick, 6)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds (default 0 quick, 0 1 2)")
+    parser.add_argument("--slots", type=int, default=None, help="environment slots, a multiple of 4 (default 8 "
+                                                                "quick, 16)")
     parser.add_argument("--latency-scale", type=float, default=None,
                         help="multiply the simulated desktops' latencies (default 0.1 quick, 1)")
+    parser.add_argument("--no-fixed-batch", action="store_true", help="skip the fixed-batch comparison")
     args = parser.parse_args()
     iterations = args.iterations or (3 if args.quick else 6)
+    seeds = args.seeds or ([0] if args.quick else [0, 1, 2])
+    slots = args.slots or (8 if args.quick else 16)
+    if slots % N_ROLLOUTS:
+        parser.error(f"--slots must be a multiple of n_rollouts ({N_ROLLOUTS}), got {slots}")
+    modes = QUICK_MODES if args.quick else tuple(MODES)
     scale = args.latency_scale if args.latency_scale is not None else (QUICK_SCALE if args.quick else 1.0)
-    overrides = simulated_overrides(args.quick, iterations, scale)
+    equal = simulated_overrides(args.quick, iterations, scale, slots)
     with tempfile.TemporaryDirectory(prefix="bench-async-") as tmp:
         work = Path(tmp)
         report: dict[str, Any] = {
             "bench": "async_pipeline",
             "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                         "load_average_1m_at_start": round(os.getloadavg()[0], 2)},
-            "settings": {"quick": args.quick, "iterations_per_mode": iterations, "latency_scale": scale,
-                         "simulated": {"config": str(SIMULATED.relative_to(ROOT)), "overrides": overrides}},
-            "simulated": compare("simulated", SIMULATED, overrides, work),
+            "settings": {"quick": args.quick, "iterations_per_run": iterations, "seeds": seeds, "slots": slots,
+                         "latency_scale": scale, "modes": {m: MODES[m] for m in modes},
+                         "equal_slots": {"config": str(SIMULATED.relative_to(ROOT)), "overrides": equal}},
+            "equal_slots": compare("equal_slots", SIMULATED, equal, work, modes, seeds, slots),
         }
-        report["target"] = {"async_k1_vs_sync_simulated": TARGET_SIMULATED,
-                            "met": report["simulated"]["speedup_vs_sync"]["async_k1"] >= TARGET_SIMULATED}
+        if not args.quick and not args.no_fixed_batch:
+            fixed = simulated_overrides(False, iterations, scale, None)
+            report["settings"]["fixed_batch"] = {"config": str(SIMULATED.relative_to(ROOT)), "overrides": fixed,
+                                                 "note": "32 slots, a batch of 4 tasks x 4 rollouts: sync uses half"}
+            report["fixed_batch"] = compare("fixed_batch", SIMULATED, fixed, work, ("sync", "async_k1"), seeds[:1], 32)
+        headline = report["equal_slots"]["modes"]["async_k1"]
+        report["target"] = {
+            "async_k1_trained_tokens_vs_sync": {"target": TARGET_TOKENS_RATIO,
+                                                "measured": headline["trained_tokens_per_hour_vs_sync"]["mean"],
+                                                "met": headline["trained_tokens_per_hour_vs_sync"]["mean"]
+                                                >= TARGET_TOKENS_RATIO},
+            "untrained_env_share_wait": {"target": TARGET_UNTRAINED_SHARE,
+                                         "measured": headline["untrained_env_share"]["max"],
+                                         "met": headline["untrained_env_share"]["max"] <= TARGET_UNTRAINED_SHARE},
+        }
         if args.desktops:
             desk = [f"run.iterations={iterations}", f"run.checkpoint_every={iterations}", "run.eval_every=0"]
             report["settings"]["desktops"] = {"config": str(QUICKSTART.relative_to(ROOT)), "overrides": desk}
-            report["desktops"] = compare("desktops", QUICKSTART, desk, work)
+            report["desktops"] = compare("desktops", QUICKSTART, desk, work, ("sync", "async_k1"), seeds[:1], 8)
     print(json.dumps(report))
     return 0
 

@@ -106,7 +106,8 @@ class AsyncRollouts:
     """The producer and the buffer of the asynchronous pipeline (no training in here: see the module doc)."""
 
     def __init__(self, *, select: Callable[[int, int], list[str]], run_group: RunGroup, batch_size: int,
-                 max_staleness: int, first_batch: int, version: Callable[[], int], wait_for_due: bool = True) -> None:
+                 max_staleness: int, first_batch: int, version: Callable[[], int], wait_for_due: bool = True,
+                 end_batch: int | None = None) -> None:
         if max_staleness < 1:
             raise ValueError("AsyncRollouts needs max_staleness >= 1 (0 is the synchronous loop)")
         self.select, self.run_group = select, run_group
@@ -114,6 +115,9 @@ class AsyncRollouts:
         self.next_batch = first_batch
         self.version = version
         self.wait_for_due = wait_for_due
+        #: the run's last iteration + 1 (``run.iterations``): batches from here on are admitted only when a step
+        #: still needs groups, never ahead (None: no known end, e.g. a rollout budget)
+        self.end_batch = end_batch
         self.outstanding = 0  # groups started and not yet taken
         #: admitted version -> groups started then and not yet taken out of the buffer (running or finished)
         self._admitted: Counter[int] = Counter()
@@ -132,7 +136,11 @@ class AsyncRollouts:
         self._producer = asyncio.create_task(self._produce(), name="async-rollouts-producer")
 
     def _has_room(self) -> bool:
-        return self.next_batch <= self.version() + self.max_staleness or self.outstanding < self._wanted
+        if self.outstanding < self._wanted:  # the trainer waits for groups nothing running will deliver
+            return True
+        if self.end_batch is not None and self.next_batch >= self.end_batch:
+            return False  # no step will ever train it: the run ends first
+        return self.next_batch <= self.version() + self.max_staleness
 
     def wake(self) -> None:
         """The version moved (or the trainer's needs did): the producer re-checks its admission rule."""
@@ -195,8 +203,11 @@ class AsyncRollouts:
                 if not self._admitted[finished.admitted_version]:
                     del self._admitted[finished.admitted_version]
             full = len(taken.kept) >= needed or (most is not None and looked >= most)
-            if full and finished.admitted_version > version - self.max_staleness:
-                later.append(finished)  # not due: the next step takes it, within the bound
+            due = finished.admitted_version <= version - self.max_staleness
+            # a group that is not due waits for the next step (within the bound there) when the batch is full, or
+            # when the due groups still running will fill what is left of it: due groups come first
+            if not due and (full or len(taken.kept) + self.due(version) >= needed):
+                later.append(finished)
                 continue
             looked += 1
             self.outstanding -= 1
@@ -217,7 +228,7 @@ class AsyncRollouts:
             if accept(finished.group):
                 taken.kept.append(finished.group)
                 taken.staleness.append(lag)
-                taken.due_extra += int(full)
+                taken.due_extra += int(len(taken.kept) > needed)
         self._carry += later  # what this step did not reach stays first in line, then what it set aside
         self._wanted = 0
         taken.wait_s = time.perf_counter() - started
@@ -260,7 +271,8 @@ class AsyncIterations:
                                       batch_size=cfg.algorithm.batch_size,
                                       max_staleness=cfg.rollout_loop.max_staleness,
                                       first_batch=run.completed, version=self.version,
-                                      wait_for_due=cfg.rollout_loop.stale_groups == "wait")
+                                      wait_for_due=cfg.rollout_loop.stale_groups == "wait",
+                                      end_batch=cfg.run.iterations if cfg.run.rollout_budget is None else None)
         self._since = time.perf_counter()
         #: environment seconds of every episode finished so far, and of those in groups a step disposed of
         #: (trained, rejected, dropped): the difference at the end is work the run never used

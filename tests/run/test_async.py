@@ -33,7 +33,8 @@ CONFIG = ROOT / "configs" / "simulated-async.yaml"
 # -- the scheduler alone, under random completion orders ------------------------------------------------
 
 
-def _scheduled(seed: int, k: int, batch: int, steps: int, reject_every: int, wait: bool = True) -> dict:
+def _scheduled(seed: int, k: int, batch: int, steps: int, reject_every: int, wait: bool = True,
+               end: int | None = None) -> dict:
     rng = random.Random(seed)
     state = {"version": 0}
     selected: list[int] = []
@@ -58,9 +59,10 @@ def _scheduled(seed: int, k: int, batch: int, steps: int, reject_every: int, wai
 
     async def body() -> dict:
         rollouts = AsyncRollouts(select=select, run_group=run_group, batch_size=batch, max_staleness=k,
-                                 first_batch=0, version=lambda: state["version"], wait_for_due=wait)
+                                 first_batch=0, version=lambda: state["version"], wait_for_due=wait,
+                                 end_batch=end)
         rollouts.start()
-        kept, observed, lags, looked_total, dropped = [], [], [], 0, 0
+        kept, observed, lags, looked_total, dropped, lost = [], [], [], 0, 0, 0
         try:
             for _ in range(steps):
                 calls = {"n": 0}
@@ -79,6 +81,7 @@ def _scheduled(seed: int, k: int, batch: int, steps: int, reject_every: int, wai
                 observed += [g.trajectories[0].group_id for g in taken.observed]
                 looked_total += len(taken.observed) + taken.dropped_stale + taken.lost_groups
                 dropped += taken.dropped_stale
+                lost += taken.lost_groups
                 for _ in range(rng.randint(0, 30)):  # training takes a while; episodes go on
                     await asyncio.sleep(0)
                 state["version"] += 1
@@ -86,7 +89,7 @@ def _scheduled(seed: int, k: int, batch: int, steps: int, reject_every: int, wai
         finally:
             await rollouts.close()
         return {"kept": kept, "observed": observed, "lags": lags, "selected": selected, "looked": looked_total,
-                "delivered": delivered, "dropped": dropped}
+                "delivered": delivered, "dropped": dropped, "lost": lost}
 
     return asyncio.run(body())
 
@@ -166,6 +169,21 @@ def test_waiting_for_due_groups_drops_nothing_where_dropping_loses_stragglers():
     drops = {wait: sum(_scheduled(seed, 1, 2, steps=8, reject_every=10**6, wait=wait)["dropped"] for seed in range(30))
              for wait in (True, False)}
     assert drops[True] == 0 and drops[False] > 0, drops
+
+
+def test_no_batch_is_started_that_the_run_will_not_train():
+    """A run of 5 iterations (end_batch 5) with k = 2: the producer would run ahead to batches 5 and 6, which no
+    step trains; it stops at 4. With rejections the last steps may still need groups: those are admitted."""
+    clean = 0
+    for seed in range(20):
+        out = _scheduled(seed, 2, 2, steps=5, reject_every=10**6, end=5)
+        assert out["dropped"] == 0 and len(out["kept"]) >= 10
+        if not out["lost"]:  # a group lost to environment errors is replaced by one more batch
+            clean += 1
+            assert out["selected"] == [0, 1, 2, 3, 4], out["selected"]
+    assert clean >= 5
+    rejecting = _scheduled(3, 2, 2, steps=5, reject_every=2, end=5)
+    assert len(rejecting["selected"]) > 5
 
 
 def test_async_with_max_staleness_0_is_the_sync_run(tmp_path):

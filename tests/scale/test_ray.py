@@ -63,7 +63,7 @@ RETRY_COUNTERS = ("rollout/env_errors", "rollout/episodes")
 
 def _comparable(record: dict) -> dict:
     return {k: v for k, v in record.items()
-            if not k.startswith(("time/", "train/time/")) and not k.endswith("seconds_mean")
+            if not k.startswith(("time/", "train/time/")) and "seconds" not in k  # wall clock
             and k not in RETRY_COUNTERS}
 
 

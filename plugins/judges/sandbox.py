@@ -54,6 +54,8 @@ log = structlog.get_logger(__name__)
 RUNNER = Path(__file__).with_name("sandbox_runner.py")
 #: seconds the supervisor may take beyond the judge's wall-clock limit (start-up, teardown)
 SUPERVISOR_GRACE_S = 10.0
+#: runs of the isolation probe before a probe killed by a signal each time counts as a failed probe
+PROBE_ATTEMPTS = 3
 SUPERVISOR_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 CRASHED = JudgementStatus.CRASHED.value
 REJECTED = JudgementStatus.REJECTED.value
@@ -82,14 +84,26 @@ def detect_isolation(python: str) -> IsolationSupport:
         return _support[python]
     import subprocess
 
-    try:
-        done = subprocess.run([python, "-I", str(RUNNER), "--probe"], capture_output=True, timeout=60,
-                              env=SUPERVISOR_ENV, start_new_session=True)
-        report = json.loads(done.stdout.decode().strip().splitlines()[-1])
-        support = IsolationSupport(bool(report.get("ok")), str(report.get("error") or "namespaces work"),
-                                   tuple(report.get("site_paths") or ()))
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:
-        support = IsolationSupport(False, f"the isolation probe failed: {exc}")
+    for _attempt in range(PROBE_ATTEMPTS):
+        try:
+            done = subprocess.run([python, "-I", str(RUNNER), "--probe"], capture_output=True, timeout=60,
+                                  env=SUPERVISOR_ENV, start_new_session=True)
+        except (OSError, subprocess.SubprocessError) as exc:
+            support = IsolationSupport(False, f"the isolation probe failed: {exc}")
+            break
+        if done.returncode < 0:  # killed from outside (OOM killer, an operator): says nothing about the host
+            support = IsolationSupport(False, f"the isolation probe was killed by signal {-done.returncode} "
+                                              f"{PROBE_ATTEMPTS} times")
+            continue
+        try:
+            report = json.loads(done.stdout.decode().strip().splitlines()[-1])
+            support = IsolationSupport(bool(report.get("ok")), str(report.get("error") or "namespaces work"),
+                                       tuple(report.get("site_paths") or ()))
+        except (ValueError, IndexError) as exc:
+            tail = done.stderr.decode(errors="replace").strip()[-300:]
+            support = IsolationSupport(False, f"the isolation probe failed (exit {done.returncode}, {exc!r}): "
+                                              f"{tail or 'no output'}")
+        break
     _support[python] = support
     return support
 

@@ -37,6 +37,23 @@ def test_namespaces_are_available_here():
     assert any(p.endswith("site-packages") for p in support.site_paths)
 
 
+def test_an_isolation_probe_killed_from_outside_is_run_again(tmp_path):
+    """A probe SIGKILLed by the OOM killer or an operator says nothing about the host: it is run again, and only a
+    probe killed every time is reported, as killed (not as a host that cannot confine judges)."""
+    marker = tmp_path / "killed-once"
+    killed_once = tmp_path / "python-killed-once"
+    killed_once.write_text(f'#!/bin/sh\n[ -e {marker} ] || {{ touch {marker}; kill -9 $$; }}\n'
+                           f'exec {sys.executable} "$@"\n')
+    always = tmp_path / "python-always-killed"
+    always.write_text("#!/bin/sh\nkill -9 $$\n")
+    for script in (killed_once, always):
+        script.chmod(0o755)
+    support = detect_isolation(str(killed_once))
+    assert marker.exists() and support.namespaces, support.reason
+    failed = detect_isolation(str(always))
+    assert not failed.namespaces and "killed by signal 9" in failed.reason
+
+
 def test_metric_scores_and_options(sandbox, host_guard):
     assert run(sandbox.run_metric(TOLERANT, "close", 1.0, 1.05, {"tolerance": 0.1})).value == 1.0
     call = run(sandbox.run_metric(TOLERANT, "close", 1.0, 1.5, {"tolerance": 0.1}))

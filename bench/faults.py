@@ -1,32 +1,42 @@
 """A fault-injection soak: a training run under a seeded schedule of faults, and what it survived.
 
-``python bench/faults.py [--quick] [--mode simulated|desktops|both] [--iterations N] [--seed S]`` prints one
-JSON object on stdout (logs go to stderr). Default: both modes, 20 iterations each; ``--quick``: the
-simulated mode, 3 iterations.
+``python bench/faults.py [--quick] [--mode simulated|desktops|containers|disk|all] [--iterations N]
+[--seed S]`` prints one JSON object on stdout (logs go to stderr). Default: all four modes, 30 iterations
+each; ``--quick``: the simulated mode, 3 iterations.
 
-Each mode runs the same training config twice as child processes (``python -m core.run``): once clean (the
-wall-time baseline) and once under faults, then checks the faulted run's own records:
+The simulated, desktops and containers modes run the same training config twice as child processes (``python -m
+core.run``): once clean (the wall-time baseline) and once under faults, then check the faulted run's records:
 
 * ``desktops`` — the quickstart on real local desktops (Xvfb + xterm + the interaction probe; confined
-  desktops when run as root). An injector thread of this process finds the run's desktop processes in
-  ``/proc`` (by the run id in their command lines, and their descendants) and, on a seeded schedule,
-  SIGKILLs the X server, the task's application (xterm) or the probe, or SIGSTOPs the probe (frozen until
-  the loop's ``env_call_timeout_s`` gives up on it). The trainer is SIGKILLed right after checkpoint K
-  and resumed with ``--resume``; before the resume its newest checkpoint is cut short (the ``COMPLETE``
-  marker removed, the weights truncated: a write the kill interrupted), so the resume must fall back to
-  the previous complete checkpoint.
+  desktops when run as root), its 12 bundled os tasks plus four task-family variants whose judges are generated
+  code (so their episodes are judged in the sandbox). An injector thread of this process finds the run's
+  desktop processes in ``/proc`` (by the run id in their command lines, and their descendants) and, on a
+  seeded schedule, SIGKILLs the X server, the task's application (xterm) or the probe, SIGSTOPs the probe
+  (frozen until the loop's ``env_call_timeout_s`` gives up on it), or SIGKILLs a judge sandbox's supervisor
+  while it judges (``judge_worker``: the episode must be retried, never scored). The trainer is SIGKILLed
+  right after checkpoint K and resumed with ``--resume``; before the resume its newest checkpoint is cut short
+  (the ``COMPLETE`` marker removed, the weights truncated: a write the kill interrupted), so the resume must
+  fall back to the previous complete checkpoint.
+* ``containers`` — the same soak on ``container-desktop`` (the minimal image, podman behind its Docker API
+  socket): the injector kills a running desktop container (``podman kill``) or freezes it (``podman pause``; unpaused
+  after the call timeout gave up on it, if it still exists).
 * ``simulated`` — ``configs/simulated-async.yaml`` (a SIMULATION of desktops and of the policy) with the
   simulated backend's own step failures (``failure_rate``: a step fails like a crashed desktop), plus the
   same trainer kill, checkpoint cut and resume. Fast; what ``--quick`` runs.
+* ``disk`` — the simulated config with its run directory on a 96 MiB tmpfs in a private mount namespace,
+  filled up at seeded moments (all of it, or all but 512 KiB) and freed again (``bench/_disk.py``): every
+  fill must stop the run with the one-line full-disk error (exit 1, no traceback, no hang), and ``--resume``
+  continue from the newest complete checkpoint.
 
 Checked, per mode: iterations lost or duplicated in ``metrics.jsonl`` (must be 0); episodes scored
-although an environment fault hit them while they ran (an X server or probe killed, a probe frozen: must
-be 0; they are retried on a fresh desktop and never scored); episodes scored after their application was
-killed (reported, not a violation: an agent may close or lose its application, and the desktop is
-intact); processes and desktop directories left behind after the run (must be 0); environment errors the
-loop retried; wall-time overhead against the clean run. Not injected here: container kills, judge
-sandbox kills (covered by tests/judges/test_hostile.py: a judge that kills itself is contained), a
-rollout server restart, a full disk.
+although an environment fault hit them while they acted (an X server, probe or container killed, a probe
+or container frozen, between the episode's start and its last environment call: must be 0; they are retried
+on a fresh desktop and never scored) and episodes scored "crashed" because their judge
+was killed (must be 0); episodes scored after their application was killed (reported, not a violation: an
+agent may close or lose its application, and the desktop is intact); processes, desktop directories and
+temporary files left behind after the run (must be 0); environment errors the loop retried; wall-time
+overhead against the clean run; containers mode: containers left (must be 0). Not injected here yet: a
+rollout server restart, a Ray actor kill.
 """
 
 from __future__ import annotations
@@ -35,110 +45,20 @@ import argparse
 import json
 import os
 import platform
-import random
-import re
 import signal
 import subprocess
 import sys
-import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-ENV_ID = re.compile(r"desk-[0-9a-f]{10}")
-#: faults after which the episode's desktop is broken: it must end as an environment error, never scored
-BREAKING = {"x_server", "probe", "probe_frozen"}
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO / "bench"]
+sys.path.insert(0, str(REPO))
 
-
-@dataclass
-class Fault:
-    kind: str
-    at: float  # wall clock
-    env_id: str | None
-    pid: int | None
-
-
-def _proc_table() -> dict[int, tuple[int, str, str]]:
-    """pid -> (ppid, comm, cmdline) of every process we can read."""
-    table = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-            cmdline = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
-        table[int(entry.name)] = (ppid, comm, cmdline)
-    return table
-
-
-def desktop_processes(run_id: str) -> dict[str, list[tuple[int, str]]]:
-    """The run's desktop processes by kind: (pid, env id)."""
-    table = _proc_table()
-    supervisors = {pid: ENV_ID.search(cmd) for pid, (_, _, cmd) in table.items()
-                   if "environments.display" in cmd and run_id in cmd}
-    out: dict[str, list[tuple[int, str]]] = {"x_server": [], "application": [], "probe": []}
-    for pid, (_, comm, cmd) in table.items():
-        if "environments.probe" in cmd and run_id in cmd and (m := ENV_ID.search(cmd)):
-            out["probe"].append((pid, m.group(0)))
-            continue
-        ancestor, seen = table[pid][0], 0
-        while ancestor in table and ancestor not in supervisors and seen < 8:
-            ancestor, seen = table[ancestor][0], seen + 1
-        if ancestor in supervisors and supervisors[ancestor]:
-            env_id = supervisors[ancestor].group(0)
-            if comm == "Xvfb":
-                out["x_server"].append((pid, env_id))
-            elif comm == "xterm":
-                out["application"].append((pid, env_id))
-    return out
-
-
-def leftovers(run_id: str) -> tuple[list[str], list[str]]:
-    """Processes whose command line names the run, and desktop directories of the run, still present."""
-    me = os.getpid()
-    procs = [f"{pid} {cmd[:120]}" for pid, (_, _, cmd) in _proc_table().items() if run_id in cmd and pid != me]
-    dirs = [str(p) for p in Path("/tmp").glob(f"scalecua-desktops-{run_id}-*")]
-    return procs, dirs
-
-
-class Injector(threading.Thread):
-    """Kills or freezes one of the run's desktop processes every ~``interval`` seconds (seeded)."""
-
-    def __init__(self, run_id: str, kinds: list[str], interval: float, seed: int, freeze_s: float) -> None:
-        super().__init__(daemon=True, name="fault-injector")
-        self.run_id, self.kinds, self.interval, self.freeze_s = run_id, kinds, interval, freeze_s
-        self.rng = random.Random(seed)
-        self.faults: list[Fault] = []
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        while not self.stop.wait(self.interval * self.rng.uniform(0.5, 1.5)):
-            kind = self.rng.choice(self.kinds)
-            victims = desktop_processes(self.run_id)["probe" if kind == "probe_frozen" else kind]
-            if not victims:
-                continue
-            pid, env_id = self.rng.choice(sorted(victims))
-            try:
-                os.kill(pid, signal.SIGSTOP if kind == "probe_frozen" else signal.SIGKILL)
-            except ProcessLookupError:
-                continue
-            self.faults.append(Fault(kind, time.time(), env_id, pid))
-            print(f"fault: {kind} {env_id} pid {pid}", file=sys.stderr, flush=True)
-            if kind == "probe_frozen":
-                threading.Timer(self.freeze_s, _resume, (pid,)).start()  # long after the call timed out
-
-
-def _resume(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGCONT)
-    except ProcessLookupError:
-        pass  # the desktop was discarded and closed meanwhile, as it should be
+from bench import _disk  # noqa: E402
+from bench._injector import BREAKING, Fault, Injector, leftovers, pool_containers  # noqa: E402
 
 
 def _run_dir(out: Path, name: str) -> Path:
@@ -155,6 +75,8 @@ def run_training(config: str, overrides: list[str], out: Path, name: str, *, inj
     started = time.perf_counter()
     log = (out / f"{name}.log").open("w")
     child = subprocess.Popen(base, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env)
+    if injector is not None:
+        injector.root_pid = child.pid
     killed = cut = None
     while child.poll() is None:
         run_dir = _run_dir(out, name)
@@ -169,6 +91,8 @@ def run_training(config: str, overrides: list[str], out: Path, name: str, *, inj
             cut = cut_newest_checkpoint(run_dir)
             child = subprocess.Popen([*base, "--resume", str(run_dir)], cwd=REPO, stdout=log,
                                      stderr=subprocess.STDOUT, env=env)
+            if injector is not None:
+                injector.root_pid = child.pid
         time.sleep(0.2)
     if injector is not None:
         injector.stop.set()
@@ -197,10 +121,12 @@ def check(run: dict[str, Any], faults: list[Fault], iterations: int) -> dict[str
                for line in path.read_text().splitlines() if line.strip()]
 
     def hit(record: dict[str, Any], fault: Fault) -> bool:
-        """The fault struck the episode's desktop between its start and its judgement (after it, only the
-        release is left and the outcome is fixed)."""
+        """The fault struck the episode's desktop between its start and its last action (its last environment
+        call). After that the desktop's state is what the judge scores: a judge that reads it through the dead
+        or frozen desktop fails the episode as an environment error itself, and one that reads the files
+        directly is not affected by a dead X server or probe."""
         start = record.get("started_at") or 0.0
-        end = record.get("judged_at") or start + (record.get("duration_s") or 0)
+        end = record.get("acted_at") or record.get("judged_at") or start + (record.get("duration_s") or 0)
         return record.get("env_id") == fault.env_id and start <= fault.at <= end
 
     scored_broken = [r["trajectory_id"] for r in records for f in faults
@@ -209,7 +135,11 @@ def check(run: dict[str, Any], faults: list[Fault], iterations: int) -> dict[str
     log_path = run_dir / "log.jsonl"
     events = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")] \
         if log_path.is_file() else []
-    env_errors = sum(1 for e in events if e.get("event") == "environment failed; the episode will be retried")
+    retried = [e for e in events if e.get("event") == "environment failed; the episode will be retried"]
+    env_errors = len(retried)
+    judge_retries = sum(1 for e in retried if "judge sandbox's supervisor was killed" in str(e.get("error", "")))
+    judged_crashed = [r["trajectory_id"] for r in records if (r.get("judgement") or {}).get("status") != "ok"
+                      and "supervisor" in str((r.get("judgement") or {}).get("error", ""))]
     ignored = sum(1 for e in events if e.get("event", "").startswith("ignoring incomplete checkpoint"))
     deadline = time.time() + 90
     procs, dirs = leftovers(run_dir.name)
@@ -225,6 +155,8 @@ def check(run: dict[str, Any], faults: list[Fault], iterations: int) -> dict[str
         "episodes_scored_despite_environment_fault": len(set(scored_broken)),
         "episodes_scored_after_application_killed": len(set(scored_app_killed)),
         "environment_errors_retried": env_errors,
+        "judge_kills_retried": judge_retries,
+        "episodes_scored_crashed_by_a_killed_judge": len(judged_crashed),
         "lost_rollouts": sum(int(r.get("rollout/lost", 0)) for r in rows),
         "incomplete_checkpoints_ignored_on_resume": ignored,
         "processes_left": procs,
@@ -232,22 +164,114 @@ def check(run: dict[str, Any], faults: list[Fault], iterations: int) -> dict[str
     }
 
 
-def soak(mode: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+#: families whose variants the desktops soak adds to the bundled os tasks: their judges are generated code, so
+#: every episode of theirs is judged in the sandbox (whose supervisor the judge_worker fault kills)
+FAMILIES = ("count-lines", "chmod", "symlink", "sort-unique")
+
+
+def write_family_tasks(folder: Path) -> Path:
+    from plugins.synthesis.families import CATALOG
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in FAMILIES:
+        task = CATALOG.get(name).variant("train", 0, 0).task()
+        (folder / f"{task.id}.json").write_text(json.dumps(task.to_json(), indent=1))
+    return folder
+
+
+SIMULATED_OVERRIDES = ["run.checkpoint_every=1", "run.keep_checkpoints=4", "rollout_loop.mode=sync",
+                       "environment.options.step_latency_s=[0.01,0.05]", "environment.options.reset_latency_s=[0.01,0.05]",
+                       "algorithm.batch_size=2", "algorithm.n_rollouts=2", "algorithm.max_turns=8",
+                       "environment.options.max_environments=8", "rollout_loop.concurrency=8",
+                       "rollout_loop.env_retries=5"]
+
+
+def disk_soak(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """``--mode disk``: this script again, in a private mount namespace, with ``--disk-inner`` (see bench/_disk.py)."""
+    import shutil
+
+    if shutil.which("unshare") is None:
+        return {"skipped": "needs unshare (util-linux) for a private tmpfs", "survived": True, "faults_injected": {}}
+    namespace = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-rm"]
+    inner = [*namespace, sys.executable, str(Path(__file__).resolve()), "--disk-inner", "--iterations",
+             str(args.iterations), "--seed", str(args.seed), "--disk-fills", str(args.disk_fills),
+             "--out", str(out / "disk-mode")]
+    print("[disk] faulted run on a private tmpfs ...", file=sys.stderr, flush=True)
+    proc = subprocess.run(inner, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    if proc.returncode not in (0, 1) or not proc.stdout.strip():
+        return {"survived": False, "faults_injected": {}, "error": f"the disk soak exited {proc.returncode}"}
+    return json.loads(proc.stdout)
+
+
+def disk_inner(args: argparse.Namespace) -> int:
+    """Inside the namespace: mount the tmpfs, soak, check, print the mode's JSON."""
+    out = Path(args.out)
+    disk = out / "disk"
+    disk.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={args.disk_mib}m", "tmpfs", str(disk)], check=True)
+    overrides = [f"run.iterations={args.iterations}", *SIMULATED_OVERRIDES]
+    base = [sys.executable, "-m", "core.run", "--config", "simulated-async", f"run.output_dir={disk}", "run.name=disk",
+            *overrides]
+    soaked = _disk.soak(base, lambda: _run_dir(disk, "disk"), disk, fills=args.disk_fills, seed=args.seed,
+                        timeout_s=args.disk_timeout)
+    result = check({"returncode": soaked["returncode"], "run_dir": soaked["run_dir"]}, [], args.iterations)
+    ends = _disk.verdicts(soaked["faults"])
+    temporary = [str(p.relative_to(disk)) for p in disk.rglob("*") if p.name.endswith(".tmp") or p.name.startswith(".tmp")]
+    survived = (result["returncode"] == 0 and result["iterations_lost"] == 0 and result["iterations_duplicated"] == 0
+                and not result["processes_left"] and not temporary
+                and ends["clear_stop"] + ends["finished_anyway"] == len(soaked["faults"]))
+    print(json.dumps({"config": "simulated-async", "overrides": overrides, "disk_mib": args.disk_mib,
+                      "faults_injected": {"full_disk": len(soaked["faults"])}, "full_disk_ends": ends,
+                      "survived": survived, **result, "temporary_files_left": temporary,
+                      "faulted_wall_s": round(soaked["wall_s"], 1), "faults": soaked["faults"],
+                      "last_stderr": soaked["last_stderr"] if not survived else ""}, default=str))
+    return 0 if survived else 1
+
+
+def containers_soak(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """``--mode containers``: the minimal desktop image (built, or taken from the cache) behind a podman service of
+    this process; the desktops soak on ``container-desktop`` with containers killed and paused."""
+    import shutil
+
+    if shutil.which("podman") is None:
+        return {"skipped": "needs podman (apt-get install podman runc)", "survived": True, "faults_injected": {}}
+    from environments.containers import build
+    from environments.containers.podman_service import PodmanService
+
+    print("[containers] the minimal image ...", file=sys.stderr, flush=True)
+    image = build.build_image("minimal", runtime="runc").image
+    with PodmanService(out / "podman.sock", runtime="runc") as service:
+        options = {"hosts": f"[{service.url}]", "image": image, "runtime": "runc", "ulimits.nofile": 1024,
+                   "ulimits.nproc": 1024, "max_environments": 4, "warm": 1, "health_interval_s": 1.0}
+        container = ["environment.name=container-desktop", "judge.name=in-environment",
+                     *(f"environment.options.{key}={value}" for key, value in options.items())]
+        result = soak("containers", args, out, extra=container)
+    left = pool_containers(running=False)
+    result["containers_left"] = [name for _, name in left]
+    result["survived"] = result["survived"] and not left
+    return result
+
+
+def soak(mode: str, args: argparse.Namespace, out: Path, extra: list[str] | None = None) -> dict[str, Any]:
+    if mode == "disk":
+        return disk_soak(args, out)
+    if mode == "containers" and extra is None:
+        return containers_soak(args, out)
     n = args.iterations
-    if mode == "desktops":
+    if mode in ("desktops", "containers"):
         config = "quickstart"
+        family_tasks = write_family_tasks(out / "family-tasks")
         overrides = [f"run.iterations={n}", "run.checkpoint_every=1", "run.keep_checkpoints=4", "run.eval_every=0",
                      "algorithm.batch_size=2", "algorithm.n_rollouts=2", "algorithm.max_turns=4",
-                     f"rollout_loop.env_call_timeout_s={args.call_timeout}", "rollout_loop.env_retries=3"]
+                     f"tasks.paths=[package:environments.tasks/osworld,{family_tasks}]",
+                     f"rollout_loop.env_call_timeout_s={args.call_timeout}", "rollout_loop.env_retries=3",
+                     *(extra or [])]
         faulted_overrides = overrides
-        kinds = ["x_server", "application", "probe", "probe_frozen"]
+        kinds = (["container_kill", "container_pause"] if mode == "containers"
+                 else ["x_server", "application", "probe", "probe_frozen", "judge_worker"])
     else:
         config = "simulated-async"
-        overrides = [f"run.iterations={n}", "run.checkpoint_every=1", "run.keep_checkpoints=4",
-                     "rollout_loop.mode=sync", "environment.options.step_latency_s=[0.01,0.05]",
-                     "environment.options.reset_latency_s=[0.01,0.05]", "algorithm.batch_size=2",
-                     "algorithm.n_rollouts=2", "algorithm.max_turns=8", "environment.options.max_environments=8",
-                     "rollout_loop.concurrency=8", "rollout_loop.env_retries=5"]
+        overrides = [f"run.iterations={n}", *SIMULATED_OVERRIDES]
         faulted_overrides = [*overrides, f"environment.options.failure_rate={args.failure_rate}",
                              f"environment.options.seed={args.seed}"]
         kinds = []
@@ -268,7 +292,7 @@ def soak(mode: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
     injected["checkpoint_cut_short"] = 1 if faulted["cut_checkpoint"] else 0
     survived = (result["returncode"] == 0 and result["iterations_lost"] == 0 and result["iterations_duplicated"] == 0
                 and result["episodes_scored_despite_environment_fault"] == 0 and not result["processes_left"]
-                and not result["desktop_dirs_left"])
+                and not result["desktop_dirs_left"] and result["episodes_scored_crashed_by_a_killed_judge"] == 0)
     return {"config": config, "overrides": faulted_overrides, "faults_injected": injected, "survived": survived,
             **result, "clean_wall_s": round(clean["wall_s"], 1), "faulted_wall_s": round(faulted["wall_s"], 1),
             "wall_time_overhead": round(faulted["wall_s"] / max(clean["wall_s"], 1e-9), 3),
@@ -278,16 +302,22 @@ def soak(mode: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="the simulated mode only, 3 iterations (under a minute)")
-    p.add_argument("--mode", choices=["simulated", "desktops", "both"], default=None)
+    p.add_argument("--mode", choices=["simulated", "desktops", "containers", "disk", "all"], default=None,
+                   help="default: all (simulated, desktops, containers and disk); --quick: simulated")
     p.add_argument("--iterations", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--interval", type=float, default=6.0, help="mean seconds between desktop faults")
+    p.add_argument("--interval", type=float, default=3.0, help="mean seconds between desktop faults")
     p.add_argument("--call-timeout", type=float, default=15.0, help="rollout_loop.env_call_timeout_s (frozen probes)")
-    p.add_argument("--failure-rate", type=float, default=0.05, help="simulated: chance that a step fails")
+    p.add_argument("--failure-rate", type=float, default=0.1, help="simulated: chance that a step fails")
     p.add_argument("--out", default=None, help="where the runs go (default: a fresh temporary directory)")
+    p.add_argument("--disk-fills", type=int, default=None, help="disk: times the disk fills up (default iterations/2)")
+    p.add_argument("--disk-mib", type=int, default=96, help="disk: the tmpfs's size")
+    p.add_argument("--disk-timeout", type=float, default=300.0, help="disk: seconds a run may take to stop once full")
+    p.add_argument("--disk-inner", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    args.mode = args.mode or ("simulated" if args.quick else "both")
-    args.iterations = args.iterations or (3 if args.quick else 20)
+    args.mode = args.mode or ("simulated" if args.quick else "all")
+    args.iterations = args.iterations or (3 if args.quick else 30)
+    args.disk_fills = args.disk_fills if args.disk_fills is not None else max(1, args.iterations // 2)
     if args.iterations < 3:
         p.error("--iterations must be >= 3: the trainer is killed after checkpoint 2 and the newest is cut short")
     return args
@@ -296,11 +326,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     import tempfile
 
+    from core.runtime import logs
+
     args = parse_args(argv)
+    logs.configure("info")  # to stderr: stdout carries the one JSON object
+    if args.disk_inner:
+        return disk_inner(args)
     out = Path(args.out or tempfile.mkdtemp(prefix="scalecua-faults-"))
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    modes = ["simulated", "desktops"] if args.mode == "both" else [args.mode]
+    modes = ["simulated", "desktops", "containers", "disk"] if args.mode == "all" else [args.mode]
     results = {mode: soak(mode, args, out) for mode in modes}
     from core.commands.recipe_report import machine
 

@@ -111,10 +111,51 @@ class DiskFull(ScaleCUAError):
             exc = exc.__cause__ or exc.__context__
         return None
 
+    #: how torch's C++ stream writer fails when a write comes up short: no errno, no OS wording
+    SILENT_WRITE_ERRORS = ("iostream error", "unexpected pos", "PytorchStreamWriter failed")
+    #: below this much free space, a silent write error on the device is taken as the disk being full
+    NEARLY_FULL_BYTES = 4 * 2**20
+
     @classmethod
     def check(cls, exc: BaseException, path: str | Path) -> None:
-        """Raise a :class:`DiskFull` for ``path`` from ``exc`` when ``exc`` is (caused by) a full disk."""
-        if isinstance(exc, DiskFull):
+        """Raise a :class:`DiskFull` for ``path`` from ``exc`` when ``exc`` is (caused by) a full disk: errno
+        ENOSPC/EDQUOT or a library's wording for them, or a write error without either (torch's stream writer)
+        while the device holding ``path`` is nearly full."""
+        full = cls.of(exc, path)
+        if full is exc:
             raise exc
+        if full is not None:
+            raise full from exc
+
+    @classmethod
+    def of(cls, exc: BaseException, path: str | Path) -> DiskFull | None:
+        """The :class:`DiskFull` that ``check`` raises, or None; call it before removing what the failed write
+        left, so the free space measured (and named) is the device's at the failure."""
+        if isinstance(exc, DiskFull):
+            return exc
         if (cause := cls.within(exc)) is not None:
-            raise cls(path, cause) from exc
+            return cls(path, cause)
+        if cls._silent_write_error(exc) and cls._free_bytes(Path(path)) < cls.NEARLY_FULL_BYTES:
+            return cls(path, exc)
+        return None
+
+    @classmethod
+    def _silent_write_error(cls, exc: BaseException | None) -> bool:
+        seen: set[int] = set()
+        while exc is not None and id(exc) not in seen:
+            if any(text in str(exc) for text in cls.SILENT_WRITE_ERRORS):
+                return True
+            seen.add(id(exc))
+            exc = exc.__cause__ or exc.__context__
+        return False
+
+    @staticmethod
+    def _free_bytes(path: Path) -> float:
+        import shutil
+
+        while not path.exists() and path != path.parent:
+            path = path.parent
+        try:
+            return shutil.disk_usage(path).free
+        except OSError:
+            return float("inf")

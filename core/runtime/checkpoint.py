@@ -217,8 +217,10 @@ class CheckpointManager:
                 os.rename(tmp, final)
             _fsync_dir(self.root)
         except BaseException as exc:
+            full = DiskFull.of(exc, final)  # a clear error naming the path and the free space at the failure
             shutil.rmtree(tmp, ignore_errors=True)
-            DiskFull.check(exc, final)  # a clear error naming the path and the free space
+            if full is not None and full is not exc:
+                raise full from exc
             raise
         self._prune()
         log.info("checkpoint saved", path=str(final), iteration=iteration,

@@ -115,6 +115,8 @@ async def run_episode(
         env = await _env_call("acquire", deps.backend.acquire(), s.env_call_timeout_s)
         traj.metadata["env_id"] = env.env_id
         observation = await _env_call("reset", env.reset(task), s.env_call_timeout_s)
+        traj.metadata["acted_at"] = time.time()  # the last environment call that returned (reset, step, observe)
+        traj.metadata["env_id"] = env.env_id  # a reset may move to a fresh desktop (one that died during it)
         traj.initial_observation = observation
         context = deps.segmenter.start(
             renderer=deps.renderer,
@@ -162,6 +164,7 @@ async def run_episode(
                     break
                 observation = await _env_call("observe", env.observe(), s.env_call_timeout_s)
                 turn.observation, turn.feedback = observation, parse_error_feedback(exc)
+                traj.metadata["acted_at"] = time.time()
                 context.add_observation(observation, turn.feedback)
                 turn.duration_s = time.monotonic() - turn_started
                 continue
@@ -171,6 +174,7 @@ async def run_episode(
                 if action.is_terminal:
                     break
                 observation = await _env_call(f"step {action.type.value}", env.step(action), s.env_call_timeout_s)
+                traj.metadata["acted_at"] = time.time()
                 last_action = action
             turn.observation = observation
             turn.duration_s = time.monotonic() - turn_started

@@ -203,6 +203,7 @@ def trajectory_record(traj: Trajectory, screenshot_paths: Mapping[int | str, str
         "segments": len(traj.segments),
         "duration_s": traj.metadata.get("duration_s"),
         "started_at": traj.metadata.get("started_at"),  # wall clock (epoch seconds)
+        "acted_at": traj.metadata.get("acted_at"),  # when its last environment call (reset, step, observe) returned
         "judged_at": traj.metadata.get("judged_at"),
         "env_id": traj.metadata.get("env_id"),  # the environment it ran on (log lines carry the same id)
         "recording": traj.metadata.get("recording"),  # a screen recording of the episode, where the environment made one

@@ -1,4 +1,4 @@
-"""What bench/faults.py's injector aims at exists where it looks: a real local desktop's X server, probe and
+"""What bench/faults.py's injector (bench/_injector.py) aims at exists where it looks: a real local desktop's X server, probe and
 task application are found in /proc by the run id, and killing the X server under a live episode is an
 environment failure at the next call (so the loop retries the episode instead of scoring it)."""
 
@@ -20,11 +20,11 @@ from environments.local_desktop import LocalDesktopBackend, LocalDesktopOptions
 
 pytestmark = pytest.mark.desktop
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "faults.py"
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "_injector.py"
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_faults_under_test", BENCH)
+    spec = importlib.util.spec_from_file_location("bench_injector_under_test", BENCH)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the file executes
     spec.loader.exec_module(module)

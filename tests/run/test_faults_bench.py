@@ -28,3 +28,41 @@ def test_a_run_survives_the_quick_fault_schedule(tmp_path: Path) -> None:
     assert soak["iterations_lost"] == soak["iterations_duplicated"] == 0
     assert soak["episodes_scored_despite_environment_fault"] == 0
     assert not soak["processes_left"] and not soak["desktop_dirs_left"]
+
+
+@pytest.mark.slow
+def test_the_disk_mode_fills_the_disk_and_every_fill_is_a_clean_stop_then_a_resume(tmp_path: Path) -> None:
+    """``--mode disk``: the run directory on a 96 MiB tmpfs in a private mount namespace, filled twice at seeded
+    moments; each fill must end the run with the one-line full-disk error (exit 1, no traceback, no hang), and the
+    resumes must leave every iteration exactly once and no temporary file."""
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "faults.py"), "--mode", "disk", "--iterations", "8",
+                           "--disk-fills", "2", "--out", str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    soak = json.loads(done.stdout)["modes"]["disk"]
+    assert soak["survived"], soak
+    assert soak["faults_injected"] == {"full_disk": 2}
+    assert soak["full_disk_ends"] == {"clear_stop": 2, "traceback": 0, "hung": 0, "other_exit": 0,
+                                      "finished_anyway": 0}
+    assert all("no space left on the device writing" in f["message"] and " MiB free of 96.0 MiB" in f["message"]
+               for f in soak["faults"])
+    assert soak["iterations_lost"] == soak["iterations_duplicated"] == 0 and not soak["temporary_files_left"]
+
+
+@pytest.mark.slow
+@pytest.mark.containers
+def test_the_containers_mode_kills_and_pauses_desktop_containers_and_nothing_is_lost_or_left(tmp_path: Path) -> None:
+    """``--mode containers``: the quickstart on container-desktop (the minimal image, podman behind its Docker API
+    socket), desktop containers killed (``podman kill``) and paused while episodes run, the trainer SIGKILLed
+    and resumed past a cut checkpoint: every iteration once, no episode scored on a killed or frozen container, no
+    container left."""
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "faults.py"), "--mode", "containers", "--iterations",
+                           "4", "--out", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    soak = json.loads(done.stdout)["modes"]["containers"]
+    assert soak["survived"], {k: v for k, v in soak.items() if k != "faults"}
+    injected = soak["faults_injected"]
+    assert injected.get("container_kill", 0) + injected.get("container_pause", 0) > 0, injected
+    assert injected["trainer_sigkill"] == 1 and soak["incomplete_checkpoints_ignored_on_resume"] >= 1
+    assert soak["iterations_lost"] == soak["iterations_duplicated"] == 0
+    assert soak["episodes_scored_despite_environment_fault"] == 0 and soak["containers_left"] == []

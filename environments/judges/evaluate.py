@@ -20,8 +20,6 @@ is raised, so the episode is retried on a fresh desktop instead of being scored.
 Files the environment's download mirror lacks (:class:`~core.errors.FilesMissing`, from
 postconfig or a getter) fail the judgement like any error, and ``details["files_missing"]``
 lists their URLs (``details["mirror"]``: where they were looked for).
-``details["desktop_read_until"]`` is the wall clock when the last getter returned (None without getters): from
-there on the outcome no longer depends on the desktop.
 """
 
 from __future__ import annotations
@@ -124,8 +122,6 @@ class _Judge:
         self.getters = services.getters
         self.metrics = services.metrics
         self.generated = defined_functions(task.evaluator.code)
-        #: wall clock when the last getter returned: the desktop's state is read, the outcome fixed from here on
-        self.read_until: float | None = None
 
     def _require_executor(self, name: str) -> JudgeExecutor:
         if self.executor is None:
@@ -137,12 +133,6 @@ class _Judge:
         return self.executor
 
     async def get(self, config: Mapping[str, Any]) -> Any:
-        try:
-            return await self._get(config)
-        finally:
-            self.read_until = time.time()
-
-    async def _get(self, config: Mapping[str, Any]) -> Any:
         if not isinstance(config, Mapping) or "type" not in config:
             raise JudgeFailure(JudgementStatus.CRASHED, f"getter config {config!r} needs a 'type'")
         kind = str(config["type"])
@@ -213,10 +203,7 @@ async def evaluate(
             directory = Path(cache_dir) if cache_dir is not None else Path(scratch)
             directory.mkdir(parents=True, exist_ok=True)
             evaluation = _Judge(task, env, judge, directory)
-            try:
-                score = await asyncio.wait_for(_evaluate(evaluation, last_action, postconfig, details), timeout_s)
-            finally:
-                details["desktop_read_until"] = evaluation.read_until
+            score = await asyncio.wait_for(_evaluate(evaluation, last_action, postconfig, details), timeout_s)
         status, error = JudgementStatus.OK, None
     except JudgeFailure as exc:
         score, status, error = 0.0, exc.status, str(exc)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 
@@ -34,6 +34,15 @@ class EnvironmentFailure(ScaleCUAError):
     """An environment failed (crashed, unreachable, timed out). Episodes hit by it are retried."""
 
 
+def _chain(exc: BaseException | None) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from or during, outermost first (each once)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        yield exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+
+
 class FilesMissing(ScaleCUAError):
     """Files a task needs are absent from the local mirror that serves them instead of the network (an environment
     backend's ``download_mirror``): the task cannot run here until the mirror holds them. Not a fault of the task
@@ -51,13 +60,7 @@ class FilesMissing(ScaleCUAError):
     def within(exc: BaseException | None) -> FilesMissing | None:
         """``exc`` itself or the first exception that caused it (``__cause__``, else ``__context__``) that is a
         FilesMissing; None when there is none."""
-        seen: set[int] = set()
-        while exc is not None and id(exc) not in seen:
-            if isinstance(exc, FilesMissing):
-                return exc
-            seen.add(id(exc))
-            exc = exc.__cause__ or exc.__context__
-        return None
+        return next((link for link in _chain(exc) if isinstance(link, FilesMissing)), None)
 
 
 class CheckpointError(ScaleCUAError):
@@ -99,16 +102,11 @@ class DiskFull(ScaleCUAError):
         a library's message for them: torch and safetensors re-raise it as their own error); None if none."""
         import errno
 
-        seen: set[int] = set()
-        while exc is not None and id(exc) not in seen:
-            if isinstance(exc, DiskFull):
-                return exc
-            if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                return exc
-            if "No space left on device" in str(exc) or "os error 28" in str(exc):
-                return exc
-            seen.add(id(exc))
-            exc = exc.__cause__ or exc.__context__
+        for link in _chain(exc):
+            if isinstance(link, DiskFull) or (isinstance(link, OSError) and link.errno in (errno.ENOSPC, errno.EDQUOT)):
+                return link
+            if "No space left on device" in str(link) or "os error 28" in str(link):
+                return link
         return None
 
     #: how torch's C++ stream writer fails when a write comes up short: no errno, no OS wording
@@ -135,19 +133,10 @@ class DiskFull(ScaleCUAError):
             return exc
         if (cause := cls.within(exc)) is not None:
             return cls(path, cause)
-        if cls._silent_write_error(exc) and cls._free_bytes(Path(path)) < cls.NEARLY_FULL_BYTES:
+        silent = any(text in str(link) for link in _chain(exc) for text in cls.SILENT_WRITE_ERRORS)
+        if silent and cls._free_bytes(Path(path)) < cls.NEARLY_FULL_BYTES:
             return cls(path, exc)
         return None
-
-    @classmethod
-    def _silent_write_error(cls, exc: BaseException | None) -> bool:
-        seen: set[int] = set()
-        while exc is not None and id(exc) not in seen:
-            if any(text in str(exc) for text in cls.SILENT_WRITE_ERRORS):
-                return True
-            seen.add(id(exc))
-            exc = exc.__cause__ or exc.__context__
-        return False
 
     @staticmethod
     def _free_bytes(path: Path) -> float:

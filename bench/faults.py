@@ -24,7 +24,7 @@ core.run``): once clean (the wall-time baseline) and once under faults, then che
   simulated backend's own step failures (``failure_rate``: a step fails like a crashed desktop), plus the
   same trainer kill, checkpoint cut and resume. Fast; what ``--quick`` runs.
 * ``disk`` — the simulated config with its run directory on a 96 MiB tmpfs in a private mount namespace,
-  filled up at seeded moments (all of it, or all but 512 KiB) and freed again (``bench/_disk.py``): every
+  filled up at seeded moments (all of it, or all but 512 KiB) and freed again (``bench/faultkit/disk.py``): every
   fill must stop the run with the one-line full-disk error (exit 1, no traceback, no hang), and ``--resume``
   continue from the newest complete checkpoint.
 
@@ -57,8 +57,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO / "bench"]
 sys.path.insert(0, str(REPO))
 
-from bench import _disk  # noqa: E402
-from bench._injector import BREAKING, Fault, Injector, leftovers, pool_containers  # noqa: E402
+from bench.faultkit import disk as _disk  # noqa: E402
+from bench.faultkit.injector import BREAKING, Fault, Injector, leftovers, pool_containers  # noqa: E402
 
 
 def _run_dir(out: Path, name: str) -> Path:
@@ -187,7 +187,7 @@ SIMULATED_OVERRIDES = ["run.checkpoint_every=1", "run.keep_checkpoints=4", "roll
 
 
 def disk_soak(args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    """``--mode disk``: this script again, in a private mount namespace, with ``--disk-inner`` (see bench/_disk.py)."""
+    """``--mode disk``: this script again, in a private mount namespace, with ``--disk-inner`` (see bench/faultkit/disk.py)."""
     import shutil
 
     if shutil.which("unshare") is None:

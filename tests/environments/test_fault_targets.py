@@ -1,4 +1,4 @@
-"""What bench/faults.py's injector (bench/_injector.py) aims at exists where it looks: a real local desktop's X server, probe and
+"""What bench/faults.py's injector (bench/faultkit/injector.py) aims at exists where it looks: a real local desktop's X server, probe and
 task application are found in /proc by the run id, and killing the X server under a live episode is an
 environment failure at the next call (so the loop retries the episode instead of scoring it)."""
 
@@ -20,7 +20,7 @@ from environments.local_desktop import LocalDesktopBackend, LocalDesktopOptions
 
 pytestmark = pytest.mark.desktop
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "_injector.py"
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "faultkit" / "injector.py"
 
 
 def _bench():

@@ -50,7 +50,7 @@ def soak(base: list[str], run_dir_of: Any, out: Path, *, fills: int, seed: int, 
     """Run ``base`` (a ``core.run`` command line) on ``out`` (a tmpfs) under ``fills`` full-disk faults."""
     rng = random.Random(seed)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     faults: list[dict[str, Any]] = []
     started = time.perf_counter()
     command = list(base)

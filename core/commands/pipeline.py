@@ -48,6 +48,7 @@ from core.config import ResolvedConfig, apply_overrides, load_config, load_raw, 
 from core.errors import ConfigError, ScaleCUAError
 from core.pluginmanager import Plugins
 from core.config.stages import RecipeSection
+from core.runtime.demonstrations import DEMOS_PREFIX
 from core.runtime.tasks import POOL_PREFIX
 
 log = structlog.get_logger(__name__)
@@ -92,7 +93,8 @@ class Recipe:
         if value is None or (isinstance(value, str) and not Path(value).exists()):
             raise StageInputMissing(
                 f"stage '{consumer}' needs {key} from stage '{stage}', which "
-                + ("has not completed" if outputs is None else f"recorded {value!r} but it no longer exists")
+                + ("has not completed" if outputs is None else "did not produce it" if value is None
+                   else f"recorded {value!r} but it no longer exists")
                 + f"; run stage '{stage}' (remove its entry from {self.root / STATE_FILE} to redo it)")
         return value
 
@@ -103,18 +105,23 @@ class Recipe:
         return validate(self._pool_paths(raw, name), self.plugins, required=required, source=self.resolved.source)
 
     def _pool_paths(self, raw: dict[str, Any], consumer: str) -> dict[str, Any]:
-        """``pool:<split>`` task paths -> the synthesize stage's exported ``pool/<split>``."""
+        """``pool:<split>`` task paths -> the synthesize stage's exported ``pool/<split>``; ``demos:<split>``
+        demonstration paths -> the demonstrations its checker kept of that split's tasks."""
         tasks = raw.get("tasks") or {}
         lists = [tasks.get("paths") or [], tasks.get("eval_paths") or [],
                  *((s or {}).get("paths") or [] for s in (tasks.get("eval_sets") or {}).values())]
-        if not any(str(p).startswith(POOL_PREFIX) for paths in lists for p in paths):
+        demos = ((raw.get("warm_start") or {}).get("demonstrations") or {}).get("paths") or []
+        named = [(paths, POOL_PREFIX, "pool") for paths in lists] + [(demos, DEMOS_PREFIX, "demonstrations")]
+        if not any(str(p).startswith(prefix) for paths, prefix, _ in named for p in paths):
             return raw
         if "synthesize" not in self.recipe.stages:
-            raise ConfigError([f"tasks: {POOL_PREFIX}<split> paths name the pool of the synthesize stage, which "
-                               f"recipe.stages {self.recipe.stages} does not run; add it first"])
-        pool = Path(self.require("synthesize", "pool", consumer))
-        for paths in lists:
-            paths[:] = [str(pool / p[len(POOL_PREFIX):]) if str(p).startswith(POOL_PREFIX) else p for p in paths]
+            raise ConfigError([f"{POOL_PREFIX}<split> task paths and {DEMOS_PREFIX}<split> demonstration paths "
+                               "name what the synthesize stage builds, which recipe.stages "
+                               f"{self.recipe.stages} does not run; add it first"])
+        for paths, prefix, output in named:
+            if any(str(p).startswith(prefix) for p in paths):
+                root = Path(self.require("synthesize", output, consumer))
+                paths[:] = [str(root / p[len(prefix):]) if str(p).startswith(prefix) else p for p in paths]
         return raw
 
     # -- the run -------------------------------------------------------------------
@@ -176,7 +183,10 @@ class Recipe:
             raise StageInputMissing(f"the synthesize stage accepted no task (see {where / 'summary.json'}); the "
                                     "later stages have no pool")
         log.info("pool synthesized", splits=splits, pool=str(where / "pool"))
-        return {"pool": str(where / "pool"), "splits": splits, "summary": str(where / "summary.json")}
+        outputs = {"pool": str(where / "pool"), "splits": splits, "summary": str(where / "summary.json")}
+        if (where / "demonstrations").is_dir():  # the checker's runs of accepted tasks, by split
+            outputs["demonstrations"] = str(where / "demonstrations")
+        return outputs
 
     def run_warm_start(self, where: Path, *, resume: bool) -> dict[str, Any]:
         from core.commands.sft import REQUIRED_SLOTS, WarmStart

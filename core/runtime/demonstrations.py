@@ -89,6 +89,11 @@ class LoadReport:
         self.skipped[why] = self.skipped.get(why, 0) + 1
 
 
+#: ``demos:<split>`` in ``warm_start.demonstrations.paths``: the demonstrations the recipe's synthesize stage
+#: kept of that split's accepted tasks (:mod:`core.commands.pipeline` resolves it)
+DEMOS_PREFIX = "demos:"
+
+
 def demonstration_files(paths: Iterable[str | Path], problems: list[str] | None = None) -> list[tuple[Path, str]]:
     """Sources behind ``paths``, each with its kind: ``"file"`` (a JSONL demonstration file), ``"run"`` (a
     run's own rollout record) or ``"dataset"`` (a Hugging Face dataset, :mod:`core.runtime.dataset_format`).
@@ -101,6 +106,11 @@ def demonstration_files(paths: Iterable[str | Path], problems: list[str] | None 
     collect = problems is not None
     problems = problems if problems is not None else []
     for raw in paths:
+        if str(raw).startswith(DEMOS_PREFIX):
+            problems.append(f"{raw}: names the demonstrations the recipe's synthesize stage keeps; run the recipe "
+                            "(python -m core.pipeline) or give the directory (<recipe dir>/synthesize/"
+                            "demonstrations/<split>)")
+            continue
         path = Path(raw).expanduser()
         if is_dataset(path):
             found.append((path, "dataset"))

@@ -6,6 +6,10 @@ oracle's actions it must score 1; and after each of the first ``near_misses`` en
 ``metadata.near_misses`` (plausible wrong solutions: the decoy touched, the wrong file, a sibling's oracle),
 run on a fresh reset, it must score 0 again. A judge that fails, or a candidate without an oracle, is a finding
 that names what went wrong; an unreachable desktop propagates (the loop retries on another one).
+
+The oracle's run is kept as the task's demonstration (``CheckReport.trajectory``: each action written in the
+policy's own response format, with the screenshot it led to), so every accepted variant comes with one and the
+warm start needs no second recording on a desktop.
 """
 
 from __future__ import annotations
@@ -14,9 +18,9 @@ from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.errors import EnvironmentFailure
+from core.errors import EnvironmentFailure, ScaleCUAError
 from core.interfaces import Environment
-from core.types import Action, Judgement, JudgementStatus, Task
+from core.types import Action, EpisodeStatus, Judgement, JudgementStatus, Observation, Task, Trajectory, Turn
 
 from plugins.synthesis.llm import Usage
 from plugins.synthesis.roles import Checker, CheckReport, Finding, Harness
@@ -28,6 +32,8 @@ class OracleCheckerOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     near_misses: int = Field(1, ge=0, description="near misses (metadata.near_misses, in order) that must score 0")
+    demonstrations: bool = Field(True, description="keep the oracle's run as the accepted task's demonstration "
+                                                   "(<run_dir>/demonstrations/[<split>/]<task id>.jsonl)")
 
 
 def _line(j: Judgement) -> str:
@@ -53,7 +59,8 @@ class OracleChecker(Checker):
             report.findings.append(Finding("checker", "the task has no metadata.oracle to check it with; use the "
                                                       "llm-checker for tasks without a known solution"))
             return report
-        if not await self._reset(task, env, report):
+        start = await self._reset(task, env, report)
+        if start is None:
             return report
         report.initial = await harness.evaluate(env, task, None)
         if not self._judged(report, report.initial, "the untouched start state"):
@@ -62,7 +69,9 @@ class OracleChecker(Checker):
             report.findings.append(Finding("checker", f"the untouched start state scores {report.initial.score:g} "
                                                       "(must be 0): the judge rewards doing nothing"))
             return report
-        report.final = await self._play(task, env, harness, oracle)
+        demo = Trajectory(trajectory_id=f"oracle-{task.id}", task_id=task.id, group_id=f"oracle-{task.id}",
+                          initial_observation=start) if self.options.demonstrations else None
+        report.final = await self._play(task, env, harness, oracle, demo)
         report.steps = len(oracle)
         if not self._judged(report, report.final, "the oracle's end state"):
             return report
@@ -71,8 +80,11 @@ class OracleChecker(Checker):
             report.findings.append(Finding("checker", f"the oracle's end state scores {_line(report.final)} (must "
                                                       "be 1): the judge and the oracle disagree"))
             return report
+        if demo is not None and demo.turns:
+            demo.judgement, demo.reward, demo.status = report.final, float(report.final.score), EpisodeStatus.COMPLETED
+            report.trajectory = demo
         for name, actions in misses:
-            if not await self._reset(task, env, report):
+            if await self._reset(task, env, report) is None:
                 return report
             judged = await self._play(task, env, harness, actions)
             if not self._judged(report, judged, f"the near miss {name!r}"):
@@ -85,10 +97,27 @@ class OracleChecker(Checker):
         report.passed = True
         return report
 
-    async def _play(self, task: Task, env: Environment, harness: Harness, actions: Sequence[Action]) -> Judgement:
+    async def _play(self, task: Task, env: Environment, harness: Harness, actions: Sequence[Action],
+                    demo: Trajectory | None = None) -> Judgement:
+        """Run ``actions``; with ``demo``, each one becomes a turn the policy could have written (one action per
+        response, as :mod:`core.commands.record` records oracles). A backend without the policy's response
+        format leaves no demonstration."""
         for action in actions:
+            turn = None
+            if demo is not None:
+                try:
+                    text = harness.backend.format_response([action])
+                except ScaleCUAError:
+                    demo.turns.clear()  # no demonstration at all rather than a partial one
+                    demo = None
+                else:
+                    turn = Turn(index=len(demo.turns), response_text=text, response_ids=[], response_logprobs=[],
+                                actions=[action])
+                    demo.turns.append(turn)
             if not action.is_terminal:
-                await env.step(action)
+                observation = await env.step(action)
+                if turn is not None:
+                    turn.observation = observation
         return await harness.evaluate(env, task, actions[-1] if actions else None)
 
     @staticmethod
@@ -100,12 +129,11 @@ class OracleChecker(Checker):
         return False
 
     @staticmethod
-    async def _reset(task: Task, env: Environment, report: CheckReport) -> bool:
+    async def _reset(task: Task, env: Environment, report: CheckReport) -> Observation | None:
         try:
-            await env.reset(task)
-            return True
+            return await env.reset(task)
         except EnvironmentFailure:
             raise
         except Exception as exc:  # a setup step that fails is the candidate's fault
             report.findings.append(Finding("checker", f"the setup failed: {type(exc).__name__}: {exc}"))
-            return False
+            return None

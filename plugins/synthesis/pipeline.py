@@ -44,7 +44,7 @@ from plugins.synthesis.roles import (
     Proposer,
     Validator,
 )
-from plugins.synthesis.store import TaskStore
+from plugins.synthesis.store import TaskStore, safe_name
 from plugins.synthesis.summary import summarize
 
 log = structlog.get_logger(__name__)
@@ -319,15 +319,20 @@ class VeriGenPipeline(SynthesisPipeline):
             if not report.passed:
                 return report.findings or [Finding("checker", "the dry run failed")], "checker"
             if report.trajectory is not None and report.trajectory.turns:
-                await asyncio.to_thread(self._save_demonstration, report.trajectory)
+                await asyncio.to_thread(self._save_demonstration, report.trajectory, task.metadata.get("split"))
         return [], "accepted"
 
-    def _save_demonstration(self, trajectory: Any) -> None:
-        """An accepted task's successful dry run -> ``<run_dir>/demonstrations/<task id>.jsonl`` (+ screenshots):
-        a warm-start demonstration (``warm_start.demonstrations.paths``) of a task in the export."""
+    def _save_demonstration(self, trajectory: Any, split: Any = None) -> None:
+        """An accepted task's successful dry run -> ``<run_dir>/demonstrations/<task id>.jsonl`` (+ screenshots),
+        ``demonstrations/<split>/`` for a task whose ``metadata.split`` names one (as the export sorts them): a
+        warm-start demonstration (``warm_start.demonstrations.paths``) of a task in the export. A split's
+        folder holds that split's tasks only, so a warm start on ``train`` never reads a test task's run."""
         from core.runtime.metrics import write_trajectories
 
-        path = self.run_dir / "demonstrations" / f"{trajectory.task_id}.jsonl"
+        folder = self.run_dir / "demonstrations"
+        if isinstance(split, str) and split:
+            folder = folder / safe_name(split)
+        path = folder / f"{trajectory.task_id}.jsonl"
         write_trajectories(path, [trajectory], screenshots=True)
         log.info("dry run saved as a demonstration", task_id=trajectory.task_id, path=str(path))
 

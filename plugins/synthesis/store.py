@@ -261,8 +261,8 @@ class TaskStore:
             task = dict(row.task_json or {})
             domain = task.get("snapshot") or row.app or "synthesized"
             split = (task.get("metadata") or {}).get("split")
-            folder = out / _safe(split) if isinstance(split, str) and split else out
-            path = folder / _safe(domain) / f"{_safe(task.get('id', row.id))}.json"
+            folder = out / safe_name(split) if isinstance(split, str) and split else out
+            path = folder / safe_name(domain) / f"{safe_name(task.get('id', row.id))}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f".{path.name}.tmp")
             tmp.write_text(json.dumps(task, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -309,7 +309,8 @@ def _decode(row: sqlite3.Row) -> CandidateRow:
     return CandidateRow(**data)
 
 
-def _safe(name: str) -> str:
+def safe_name(name: str) -> str:
+    """``name`` as one path component (anything but letters, digits, ``-_.`` becomes ``_``)."""
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name) or "_"
 
 

@@ -113,5 +113,17 @@ def test_pool_paths_need_the_synthesize_stage(tmp_path) -> None:
     from core.commands.pipeline import Recipe
 
     resolved, plugins = load_config(CONFIG, ["recipe.stages=[warm_start,rl]"], environ={})
-    with pytest.raises(ConfigError, match="pool of the synthesize stage"):
+    with pytest.raises(ConfigError, match="name what the synthesize stage builds"):
         Recipe(resolved, plugins, tmp_path).stage_config("rl", {}, ())
+    resolved, plugins = load_config(CONFIG, ["recipe.stages=[warm_start,rl]", "tasks.paths=[tasks/os]",
+                                             "tasks.eval_sets={}", "recipe.evaluate.sets=null",
+                                             "warm_start.demonstrations.paths=[demos:train]"], environ={})
+    with pytest.raises(ConfigError, match=r"demos:<split> demonstration paths name what the synthesize stage"):
+        Recipe(resolved, plugins, tmp_path).stage_config("warm_start", {}, ())
+
+
+def test_demos_paths_outside_a_recipe_say_what_keeps_them() -> None:
+    from core.runtime.demonstrations import DemonstrationError, demonstration_files
+
+    with pytest.raises(DemonstrationError, match="demos:train: names the demonstrations the recipe's synthesize"):
+        demonstration_files(["demos:train"])

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 import pytest
 
 from core.commands.synthesize import main
+from core.types import Action
 from plugins.synthesis.families import CATALOG
 from plugins.synthesis.families.spec import Family, commands
 from plugins.synthesis.store import TaskStore
@@ -45,6 +46,7 @@ def test_the_family_pool_lands_in_the_store_by_split_and_a_rerun_records_duplica
     assert counts == {"train": 6, "validation": 3, "test": 3, "heldout": 1}
     task = json.loads((pool / "test" / "os" / "fam-count-lines-test-0000.json").read_text())
     assert task["validation"]["execution_pass"] is True and task["metadata"]["split"] == "test"
+    _check_demonstrations(tmp_path, pool, counts)
 
     for path in pool.rglob("*.json"):
         path.unlink()
@@ -54,6 +56,28 @@ def test_the_family_pool_lands_in_the_store_by_split_and_a_rerun_records_duplica
     store = TaskStore(tmp_path / "store.sqlite")
     assert store.counts() == {"pending": 0, "accepted": 13, "rejected": 0, "error": 0, "duplicate": 13}
     store.close()
+
+
+def _check_demonstrations(tmp_path: Path, pool: Path, counts: dict[str, int]) -> None:
+    """The oracle checker kept every accepted variant's oracle run, by split, as a demonstration the warm start
+    reads in the policy's own format; the train split's folder holds no other split's task."""
+    from core.runtime.demonstrations import load_demonstrations
+    from core.runtime.tasks import load_tasks
+    from environments.local_desktop import LocalDesktopBackend, LocalDesktopOptions
+
+    [run] = (tmp_path / "runs").glob("*/demonstrations")
+    assert {split: len(list((run / split).glob("*.jsonl"))) for split in counts} == counts
+    backend = LocalDesktopBackend(LocalDesktopOptions())
+    train = {t.id: t for t in load_tasks([str(pool / "train")], convert=backend.convert_task)}
+    demos, report = load_demonstrations([str(run / "train")], tasks=train, parse=backend.parse_response)
+    assert sorted(d.task_id for d in demos) == sorted(train) and report.skipped == {}
+    for demo in demos:
+        oracle = [Action.model_validate(a) for a in train[demo.task_id].metadata["oracle"]]
+        assert [a for t in demo.turns for a in t.actions] == oracle
+        assert all(backend.parse_response(t.response_text) == t.actions for t in demo.turns)
+        assert demo.initial is not None and all(t.screenshot is not None for t in demo.turns[:-1])
+    long = next(d for d in demos if "make-files" in d.task_id)
+    assert len(long.turns) >= 13  # 6 or 7 commands (two turns each), then done
 
 
 class _LenientTouch(Family):

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from core.interfaces import PolicyModel
 from plugins.qwen_vl.packed_attention import use_varlen_sdpa
 from plugins.qwen_vl.renderer import QwenVLRenderer
+from plugins.qwen_vl.pretrain import PretrainSettings, cache_key, pretrained_dir
 from plugins.qwen_vl.tokenizer import DEFAULT_TINY_VOCAB_SIZE, build_tiny_tokenizer, load_tokenizer
 from plugins.qwen_vl.vision import Family, ImageProcessor, VisionSettings
 
@@ -49,6 +50,9 @@ class TinyModelSettings(BaseModel):
         None, description="M-RoPE (temporal, height, width) split of head_dim/2; default per family"
     )
     tie_word_embeddings: bool = Field(True, description="share the input embeddings with the LM head (as small Qwens)")
+    pretrain: PretrainSettings | None = Field(
+        None, description="start from a base pretrained on generic terminal requests (built once, cached: "
+                          "plugins/qwen_vl/pretrain.py) instead of random weights")
 
     @model_validator(mode="after")
     def _check_shapes(self) -> TinyModelSettings:
@@ -85,7 +89,8 @@ class QwenVLOptions(BaseModel):
 
     path: str | None = Field(None, description="local Hugging Face directory (config, tokenizer, optional weights)")
     tiny: TinyModelSettings | None = Field(None, description="build a tiny random model instead of loading one")
-    seed: int = Field(0, description="seed of random weights (tiny models, directories without weights)")
+    seed: int = Field(0, description="seed of random weights (tiny models, directories without weights); "
+                                     "a pretrained tiny base has its own (tiny.pretrain.seed)")
     min_pixels: int | None = Field(None, ge=1, description="image processor lower pixel bound (default: model's)")
     max_pixels: int | None = Field(None, ge=1, description="image processor upper pixel bound (default: model's)")
 
@@ -175,9 +180,10 @@ class QwenVLModel(PolicyModel):
         if dtype not in _DTYPES:
             raise ValueError(f"dtype {dtype!r} is not supported: use one of {', '.join(_DTYPES)}")
         torch_dtype = getattr(torch, dtype)
-        if self.path is not None and any((self.path / f).is_file() for f in _WEIGHT_FILES):
+        base = self.pretrained_base()
+        if base is not None or (self.path is not None and any((self.path / f).is_file() for f in _WEIGHT_FILES)):
             model = AutoModelForImageTextToText.from_pretrained(
-                str(self.path), dtype=torch_dtype, local_files_only=True
+                str(base or self.path), dtype=torch_dtype, local_files_only=True
             )
         else:
             if self.path is not None:
@@ -198,6 +204,18 @@ class QwenVLModel(PolicyModel):
         model.generation_config.top_p = 1.0
         model.generation_config.suppress_tokens = list(renderer.suppress_ids)
         return model.to(device).eval()
+
+    def pretrained_base(self) -> Path | None:
+        """The cached pretrained base of a tiny model with ``pretrain`` settings (built on first use)."""
+        tiny = self.options.tiny
+        if tiny is None or tiny.pretrain is None:
+            return None
+        o = self.options
+        key = cache_key(tiny.model_dump(exclude={"pretrain"}), tiny.pretrain,
+                        {"min_pixels": o.min_pixels, "max_pixels": o.max_pixels})
+        random_init = o.model_copy(update={"tiny": tiny.model_copy(update={"pretrain": None}),
+                                           "seed": tiny.pretrain.seed})
+        return pretrained_dir(key, tiny.pretrain, lambda: QwenVLModel(random_init))
 
     def vision_parameter_prefixes(self) -> tuple[str, ...]:
         return ("model.visual.",)

@@ -1,11 +1,13 @@
 """The main job on the family pool (``configs/families-rl.yaml``), every stage real and tiny: the pool built
-through VeriGen on live desktops (stage 0), the warm start on a seeded sample of the train split's oracles, RL
+through VeriGen on live desktops (stage 0), the warm start from a pretrained base on the oracle runs VeriGen's
+checker kept of the train split, RL
 with Frontier batches smaller than the pool, and the evaluation of the test and train sets before and after,
 sampled and greedy, with the floors measured on the same desktops."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -32,7 +34,8 @@ def tiny_config(tmp_path: Path) -> Path:
     config["rollout_loop"] = {"concurrency": 2}
     config["algorithm"].update(batch_size=2, n_rollouts=2, max_new_tokens=16, max_parse_failures=1)
     config["warm_start"].update(epochs=1)
-    config["warm_start"]["demonstrations"]["oracle"]["sample"] = 4
+    # the configured pretrained base, at a size a test can build (into the test's own cache)
+    config["model"]["options"]["tiny"]["pretrain"] = {"steps": 3, "batch_size": 2, "examples": 20, "held_out": 0}
     recipe = config["recipe"]
     recipe["synthesize"]["overrides"] = {
         "synthesis.proposer.options.families": FAMILIES, "synthesis.proposer.options.train": 2,
@@ -51,18 +54,25 @@ def tiny_config(tmp_path: Path) -> Path:
 @pytest.mark.desktop
 @pytest.mark.slow
 def test_the_family_recipe_builds_its_pool_and_evaluates_the_test_split_before_and_after(tmp_path) -> None:
-    proc = run_cli("core.pipeline", "--config", str(tiny_config(tmp_path)))
+    env = {**os.environ, "SCALECUA_CACHE": str(tmp_path / "cache")}
+    proc = run_cli("core.pipeline", "--config", str(tiny_config(tmp_path)), env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     [root] = (tmp_path / "runs").glob("families-rl-*")
     state = json.loads((root / "pipeline.json").read_text())
     assert {s for s, e in state["stages"].items() if e["status"] == "completed"} == \
         {"synthesize", "warm_start", "refine", "rl", "control", "evaluate"}
     assert state["stages"]["synthesize"]["outputs"]["splits"] == {"test": 3, "train": 6}
-    # the warm start imitated 4 of the 6 train tasks' oracles
-    oracles = (root / "warm_start" / "demonstrations" / "oracle.jsonl").read_text().splitlines()
-    assert len(oracles) == 4 and all(json.loads(line)["task_id"].startswith("fam-") for line in oracles)
+    # one pretrained base, built by the first stage that loaded the model and reused by every later one
+    [base] = [p for p in (tmp_path / "cache" / "tiny-pretrained").iterdir() if p.is_dir()]
+    assert json.loads((base / "pretrain.json").read_text())["settings"]["steps"] == 3
+    # the warm start imitated the oracle runs VeriGen's checker kept of the 6 train tasks, and no test task's
+    demos = Path(state["stages"]["synthesize"]["outputs"]["demonstrations"])
+    assert sorted(p.stem for p in (demos / "train").glob("*.jsonl")) == \
+        sorted(p.stem for p in (root / "synthesize" / "pool" / "train").rglob("*.json"))
     warm = json.loads((root / "warm_start" / "summary.json").read_text())
-    long_demos = sum("write-lines" in json.loads(line)["task_id"] for line in oracles)
+    assert warm["demonstrations"]["kept"] == warm["demonstrations"]["tasks"] == 6
+    assert not (root / "warm_start" / "demonstrations").exists()  # nothing recorded a second time
+    long_demos = sum("write-lines" in p.stem for p in (demos / "train").glob("*.jsonl"))
     # a write-lines oracle (15 turns) overflows K + Delta = 10 screenshots: it trains as several segments
     assert warm["segments"]["demonstrations_with_several"] == long_demos
     # RL's batches are a part of the pool, chosen by the sampler

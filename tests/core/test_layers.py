@@ -21,6 +21,8 @@ SPLIT = ("environments", "plugins")  # packages whose subpackages are units of t
 PUBLIC = {
     "environments.judges.evaluate": "the rule validator finds a generated judge's functions as the judge does",
     "environments.setup": "the rule validator checks a candidate task's setup step types against the runner's",
+    "environments.actions": "the tiny model's pretraining corpus writes its responses in the agent's tool-call "
+                            "format (format_response: one definition of what parse_response reads back)",
     "trainers.policy": "the hf rollout engine samples with the trainer's logits and support (one definition)",
 }
 

@@ -117,11 +117,10 @@ def build(model: Any, settings: PretrainSettings, out: Path) -> dict[str, Any]:
         unseen = _encode(model, [e for e in examples(settings.held_out, settings.seed + 1_000_003)
                                  if e.request not in trained], settings.system_prompt)
         accuracy = exact_match(model, module, unseen) if unseen else None
-    result_held_out = len(unseen)
     tail = losses[-20:]
     result = {"settings": settings.model_dump(), "key": out.name, "seconds": round(time.perf_counter() - started, 1),
               "final_loss": round(sum(tail) / len(tail), 4), "held_out_exact_match": accuracy,
-              "held_out": result_held_out}
+              "held_out": len(unseen)}
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)

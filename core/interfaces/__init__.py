@@ -13,13 +13,13 @@ compute-bound kinds (samplers, segmenters, trainers) are synchronous.
 
 from core.interfaces.environment import Environment, EnvironmentBackend, JudgeCall, JudgeExecutor, JudgeServices
 from core.interfaces.model import ChatRenderer, Message, PolicyModel, RenderedPrompt
-from core.interfaces.rollout import Generation, GenerationRequest, RolloutEngine
+from core.interfaces.rollout import EngineRestarted, Generation, GenerationRequest, RolloutEngine
 from core.interfaces.synthesis import SynthesisPipeline, SynthesizerRole
 from core.interfaces.tracking import Tracker
 from core.interfaces.training import OBJECTIVES, EpisodeContext, Sampler, Segmenter, TrainerBackend
 
 __all__ = [
-    "OBJECTIVES", "ChatRenderer", "Environment", "EnvironmentBackend", "EpisodeContext", "Generation",
+    "OBJECTIVES", "ChatRenderer", "EngineRestarted", "Environment", "EnvironmentBackend", "EpisodeContext", "Generation",
     "GenerationRequest", "JudgeCall", "JudgeExecutor", "JudgeServices", "Message", "PolicyModel", "RenderedPrompt",
     "RolloutEngine",
     "Sampler", "Segmenter", "SynthesisPipeline", "SynthesizerRole", "Tracker", "TrainerBackend",

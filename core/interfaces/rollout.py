@@ -6,6 +6,7 @@ import abc
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from core.errors import ScaleCUAError
 from core.types import Screenshot
 
 
@@ -42,13 +43,30 @@ class Generation:
     weight_version: int | None = None
 
 
+class EngineRestarted(ScaleCUAError):
+    """The engine's server restarted and lost the weights it was given: push them again, then generate.
+
+    Raised by ``generate`` of an engine in front of a server (``openai-compatible``) when a response comes
+    from another server process than the one holding the pushed weights, and by every ``generate`` after that
+    until a weight-sync session commits again. ``version``: the weight version the server lost. The run loop
+    pushes the trainer's weights again (:class:`core.runtime.weights.EngineWeights`) and re-issues the request;
+    nothing the restarted server generated before that is used.
+    """
+
+    def __init__(self, message: str, *, version: int | None) -> None:
+        super().__init__(message)
+        self.version = version
+
+
 class RolloutEngine(abc.ABC):
     """Generates from token ids; receives new weights from the trainer in weight-sync sessions.
 
     A session (driven by :func:`core.weight_sync.sync_weights`): ``begin_weight_update(version)`` ->
     ``update_weights(bucket)`` per bucket -> ``commit_weight_update()``, or ``abort_weight_update()`` on
     failure. Generations started after the commit use the new weights and report its version; versions only
-    increase. :class:`core.weight_sync.WeightSession` keeps the bookkeeping.
+    increase. :class:`core.weight_sync.WeightSession` keeps the bookkeeping. An engine whose server can
+    restart answers :attr:`weight_version` ``None`` once it knows the weights were lost, and raises
+    :class:`EngineRestarted` from ``generate`` until they are pushed again.
     """
 
     @abc.abstractmethod

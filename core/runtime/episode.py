@@ -21,8 +21,10 @@ from core.config import AlgorithmSection, RolloutSection
 from core.errors import ActionParseError
 from core.interfaces import (
     ChatRenderer,
+    EngineRestarted,
     Environment,
     EnvironmentBackend,
+    Generation,
     GenerationRequest,
     JudgeServices,
     RolloutEngine,
@@ -67,6 +69,9 @@ class EpisodeDeps:
     segmenter: Segmenter
     judge: JudgeServices
     settings: EpisodeSettings
+    #: pushes the trainer's weights again after the engine's server restarted (:mod:`core.runtime.weights`);
+    #: None: an :class:`EngineRestarted` ends the run (it resumes from its last checkpoint)
+    restore_weights: Callable[[], Awaitable[None]] | None = None
 
 
 async def _env_call(what: str, awaitable: Awaitable[T], timeout_s: float) -> T:
@@ -138,7 +143,8 @@ async def run_episode(
                 break
             turn_started = time.monotonic()
             prompt_ids, images = context.prompt()
-            generation = await deps.engine.generate(
+            generation = await _generate(
+                deps,
                 GenerationRequest(
                     prompt_ids=prompt_ids,
                     images=images,
@@ -210,6 +216,25 @@ async def run_episode(
                 log.warning("releasing environment failed", error=str(exc))
         logs.unbind("episode_id", "task_id")
     return traj
+
+
+#: restores one generation may wait for before its episode gives up (the server keeps restarting)
+GENERATION_RESTORES = 3
+
+
+async def _generate(deps: EpisodeDeps, request: GenerationRequest) -> Generation:
+    """``deps.engine.generate(request)``; after a rollout-server restart, the weights are pushed again and the
+    request re-issued (the same policy version answers it, so the episode goes on as if nothing happened)."""
+    for attempt in range(GENERATION_RESTORES + 1):
+        try:
+            return await deps.engine.generate(request)
+        except EngineRestarted as exc:
+            if deps.restore_weights is None or attempt == GENERATION_RESTORES:
+                raise
+            log.warning("the rollout server lost the weights; pushing them again", error=str(exc),
+                        attempt=attempt + 1)
+            await deps.restore_weights()
+    raise AssertionError("unreachable")
 
 
 async def _judge(deps: EpisodeDeps, env: Environment, task: Task, last_action: Action | None,

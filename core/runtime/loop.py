@@ -34,20 +34,10 @@ from core.runtime.rollouts import collect_groups
 from core.runtime.shots import ScreenshotPolicy
 from core.runtime.tracking import start_trackers
 from core.types import RolloutGroup, Task, Trajectory
-from core.weight_sync import sync_weights
+from core.runtime.threads import in_thread
+from core.runtime.weights import EngineWeights
 
 log = structlog.get_logger(__name__)
-
-
-async def in_thread(fn: Any, *args: Any) -> Any:
-    """``fn(*args)`` in a worker thread; a cancellation waits for it to end (a thread cannot be stopped, and
-    nothing may close the trainer or the engine under it), then propagates."""
-    job = asyncio.ensure_future(asyncio.to_thread(fn, *args))
-    try:
-        return await asyncio.shield(job)
-    except asyncio.CancelledError:
-        await asyncio.wait({job})
-        raise
 
 
 def group_outcomes(group: RolloutGroup) -> list[float]:
@@ -78,6 +68,7 @@ class TrainingRun:
         self.completed = 0  # iterations completed (== index of the next iteration)
         self.rollouts_spent = 0.0  # training rollouts run so far (run.rollout_budget)
         self.step_applied = False
+        self.weights: EngineWeights  # made with the components (run)
         self.rng_at_completion: dict[str, Any] | None = None
         self.last_saved: int | None = None
         self.display = progress.Progress(total=self.cfg.run.iterations)
@@ -136,7 +127,7 @@ class TrainingRun:
         dropped = discard_attempt(self.run_dir, self.completed)
         self.rollouts_spent = sum(float(r.get("rollout/episodes_run", 0.0)) for r in self.metrics_log.read())
         log.info("resumed", checkpoint=str(restored.path), next_iteration=self.completed, dropped_metrics=dropped)
-        sync_weights(c.trainer, c.engine, self.completed)
+        self.weights.push(self.completed)
 
     # -- the loop ----------------------------------------------------------------
 
@@ -216,28 +207,9 @@ class TrainingRun:
         metrics.update({f"sampler/{k}": float(v) for k, v in c.sampler.stats().items()
                         if isinstance(v, (int, float)) and not isinstance(v, bool)})
         if segments:
-            self.step_applied = True  # the trainer is ahead of `completed` until the iteration is recorded
-            with timer.phase("train"):
-                if a.old_logprobs == "recompute":  # the proximal policy: the weights before this iteration's steps
-                    started = time.perf_counter()
-                    proximal = (await in_thread(c.trainer.recompute_logprobs, segments) if in_threads
-                                else c.trainer.recompute_logprobs(segments))
-                    updates.set_proximal(segments, proximal)
-                    metrics["train/time/proximal_logprobs"] = time.perf_counter() - started
-                steps = []
-                for batch in updates.mini_batches(kept, count=a.ppo_mini_batches, epochs=a.ppo_epochs,
-                                                  seed=self.cfg.run.seed, iteration=it):
-                    limit = a.target_kl if steps else None  # the KL stop never skips the iteration's first step
-                    steps.append(await in_thread(c.trainer.train_step, batch, limit) if in_threads
-                                 else c.trainer.train_step(batch, limit))
-                    if steps[-1].get("actor/kl_stopped"):
-                        break
-                metrics.update({f"train/{k}": v for k, v in updates.merge_step_metrics(steps).items()})
-            with timer.phase("weight_sync"):
-                if in_threads:  # the engine's session pauses generation only while its buckets load
-                    await in_thread(sync_weights, c.trainer, c.engine, it + 1)
-                else:
-                    sync_weights(c.trainer, c.engine, it + 1)  # the version: iterations the weights reflect
+            # held: a restore after a server restart must not push the trainer between its steps and their push
+            async with self.weights.lock:
+                await self.step_and_push(c, kept, segments, metrics, timer, in_threads=in_threads)
         else:
             log.warning("no trainable segments this iteration", iteration=it)
         write_rollouts(self.run_dir, it, kept, screenshots=ScreenshotPolicy.of(self.cfg.run))
@@ -248,6 +220,34 @@ class TrainingRun:
                 metrics.update(await self.evaluate(c, it))
         metrics.update(timer.as_metrics())
         return metrics
+
+    async def step_and_push(self, c: Components, kept: list[RolloutGroup], segments: list[Any],
+                            metrics: dict[str, Any], timer: PhaseTimer, *, in_threads: bool) -> None:
+        """The iteration's optimizer steps on ``segments`` (its metrics into ``metrics``), then the push of the
+        new weights to the engine as version ``completed + 1``."""
+        it, a = self.completed, self.cfg.algorithm
+        self.step_applied = True  # the trainer is ahead of `completed` until the iteration is recorded
+        with timer.phase("train"):
+            if a.old_logprobs == "recompute":  # the proximal policy: the weights before this iteration's steps
+                started = time.perf_counter()
+                proximal = (await in_thread(c.trainer.recompute_logprobs, segments) if in_threads
+                            else c.trainer.recompute_logprobs(segments))
+                updates.set_proximal(segments, proximal)
+                metrics["train/time/proximal_logprobs"] = time.perf_counter() - started
+            steps = []
+            for batch in updates.mini_batches(kept, count=a.ppo_mini_batches, epochs=a.ppo_epochs,
+                                              seed=self.cfg.run.seed, iteration=it):
+                limit = a.target_kl if steps else None  # the KL stop never skips the iteration's first step
+                steps.append(await in_thread(c.trainer.train_step, batch, limit) if in_threads
+                             else c.trainer.train_step(batch, limit))
+                if steps[-1].get("actor/kl_stopped"):
+                    break
+            metrics.update({f"train/{k}": v for k, v in updates.merge_step_metrics(steps).items()})
+        with timer.phase("weight_sync"):
+            if in_threads:  # the engine's session pauses generation only while its buckets load
+                await self.weights.push_off_loop(it + 1)
+            else:
+                self.weights.push(it + 1)  # the version: iterations the weights reflect
 
     def finishes_with(self, completed: int) -> bool:
         """Whether the run ends once ``completed`` iterations are done: ``run.iterations`` or ``run.rollout_budget``."""
@@ -270,6 +270,8 @@ class TrainingRun:
 
     async def run(self, resume: bool) -> str:
         c = build_components(self.resolved, self.plugins, self.run_dir)
+        self.weights = EngineWeights(c.trainer, c.engine)
+        c.deps.restore_weights = self.weights.restore  # an episode whose rollout server restarted awaits it
         if self.cfg.algorithm.old_logprobs == "recompute" and \
                 type(c.trainer).recompute_logprobs is TrainerBackend.recompute_logprobs:
             raise ConfigError([f"algorithm.old_logprobs: recompute (set by tis_cap too) needs a trainer that "
@@ -290,7 +292,7 @@ class TrainingRun:
                 known = self.known_pass_rates(c)
                 if c.sampler.initial_pass_rollouts > 0:
                     await self.initial_pass(c, known)
-                sync_weights(c.trainer, c.engine, self.completed)
+                self.weights.push(self.completed)
             self.rng_at_completion = checkpoint.capture_rng()
             step = self.iteration
             loop_cfg = self.cfg.rollout_loop
@@ -301,8 +303,9 @@ class TrainingRun:
                 pipeline.start()
                 step = pipeline.iteration
             while not self.finishes_with(self.completed):
-                started = time.perf_counter()
+                started, restores = time.perf_counter(), self.weights.restores
                 metrics = await step(c)
+                metrics["rollout/weight_restores"] = float(self.weights.restores - restores)
                 self.completed += 1
                 self.step_applied = False
                 self.rng_at_completion = checkpoint.capture_rng()

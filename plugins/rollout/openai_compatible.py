@@ -42,19 +42,27 @@ Weight updates use vLLM's weight-transfer HTTP protocol
         --weight-transfer-config '{"backend": "nccl"}' --enable-scale-out [--trust-request-chat-template]
 
 ``python -m plugins.serving`` serves the in-process engine over the same protocol.
+
+A server that restarts holds the weights it loaded at start, not those pushed to it. While it is down, requests
+wait for it (``server_restart_wait_s``). Its answers then come from another process
+(:mod:`plugins.rollout.server_identity`): a generation that started before the restart refuses them, every
+generation raises :class:`core.interfaces.EngineRestarted` until a push commits again, and the run loop
+pushes the trainer's weights again and re-issues the requests (:mod:`core.runtime.weights`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import random
+import time
 from collections import OrderedDict
 from typing import Any, Iterable, Literal, Sequence
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.interfaces import Generation, GenerationRequest, PolicyModel, RolloutEngine
+from core.interfaces import EngineRestarted, Generation, GenerationRequest, PolicyModel, RolloutEngine
 from plugins.serving.protocol import pad_runs
 from core.types import Screenshot
 from plugins.rollout.openai_wire import (
@@ -69,8 +77,14 @@ from plugins.rollout.openai_wire import (
     passthrough_template,
 )
 from plugins.rollout.remote_weights import RemoteWeightSync, WeightSyncError, WeightTransferOptions
+from plugins.rollout.server_identity import ServerIdentity
 
 log = structlog.get_logger(__name__)
+
+#: the server process the current task's generation started with (each episode is an asyncio task of its own)
+_STARTED_WITH: contextvars.ContextVar[str | None] = contextvars.ContextVar("started_with", default=None)
+#: longest wait between two connection attempts while the server is down
+_REFUSED_BACKOFF_S = 2.0
 
 _RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
 
@@ -91,6 +105,10 @@ class OpenAICompatibleOptions(BaseModel):
     timeout_s: float = Field(600.0, gt=0, description="per-request timeout")
     connect_timeout_s: float = Field(10.0, gt=0, description="connection timeout")
     max_retries: int = Field(4, ge=0, description="retries of connection errors, timeouts, 408/429/5xx")
+    server_restart_wait_s: float = Field(
+        300.0, ge=0, description="how long a request waits for a server that refuses connections (restarting) "
+                                 "before it fails; refusals do not count against max_retries"
+    )
     retry_backoff_s: float = Field(0.5, ge=0, description="first retry delay (doubles, jittered, at most 30 s)")
     max_concurrency: int = Field(256, ge=1, description="requests in flight at once")
     image_cache_size: int = Field(64, ge=0, description="rendered image features kept for the generate API")
@@ -117,6 +135,9 @@ class OpenAICompatibleEngine(RolloutEngine):
         self.weights = RemoteWeightSync(options.weight_transfer, self.base_url, post=self._post_sync,
                                         get=self._get_sync)
         self._rng = random.Random(seed)
+        self.identity = ServerIdentity()
+        #: the weight version a restarted server lost (generation is refused until a push commits)
+        self._lost: int | None = None
 
     # -- RolloutEngine ----------------------------------------------------------------
 
@@ -132,7 +153,11 @@ class OpenAICompatibleEngine(RolloutEngine):
                              "use 'generate' (vLLM >= 0.20) or 'chat'")
         client, semaphore = self._async_client()
         async with semaphore:
+            if self._lost is not None:
+                raise EngineRestarted(f"the rollout server at {self.base_url} restarted and lost the weights of "
+                                      f"version {self._lost}: they must be pushed again", version=self._lost)
             version = self.weight_version  # the server pauses for updates: a request started now samples this one
+            _STARTED_WITH.set(self.identity.instance)
             if api == "completions":
                 generation = await self._via_completions(client, request)
             elif api == "generate":
@@ -147,6 +172,7 @@ class OpenAICompatibleEngine(RolloutEngine):
         return self.weights.version
 
     def begin_weight_update(self, version: int) -> None:
+        self._probe_server()
         self.weights.begin(version)
 
     def update_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
@@ -154,6 +180,7 @@ class OpenAICompatibleEngine(RolloutEngine):
 
     def commit_weight_update(self) -> None:
         self.weights.commit()
+        self._lost = None
 
     def abort_weight_update(self) -> None:
         self.weights.abort()
@@ -297,6 +324,38 @@ class OpenAICompatibleEngine(RolloutEngine):
         return Generation(ids=ids, logprobs=[float(lp) for lp in logprobs], text=self.renderer.decode(text_ids),
                           finish_reason=finish)
 
+    # -- server restarts ------------------------------------------------------------------
+
+    def _probe_server(self) -> None:
+        """Before a push: the process that answers now; another than the known one lost the pushed weights."""
+        self._sync_request("GET", "/health", None)
+
+    def _server_changed(self, instance: str) -> None:
+        """A push reached ``instance``, another process than the one known: its weights are its start's."""
+        lost = self.weights.version
+        self.weights.forget()
+        if lost is not None:
+            self._lost = lost
+        log.warning("the rollout server restarted", server=self.base_url, instance=instance, lost_version=lost)
+
+    def _check_answer(self, response: Any) -> None:
+        """A generation's answer must come from the process it started with while pushed weights are in use."""
+        instance = self.identity.answered(response.headers)
+        started = _STARTED_WITH.get()
+        if self.identity.instance is None:
+            self.identity.adopt(instance)
+            return
+        if started is None or instance == started:
+            return
+        if self._lost is None and self.weights.version is None:  # never pushed: the server's own weights either way
+            self.identity.adopt(instance)
+            return
+        if self._lost is None and self.identity.instance == started:  # the first to notice
+            self.identity.adopt(instance)
+            self._server_changed(instance)
+        raise EngineRestarted(f"the rollout server at {self.base_url} restarted during a generation (process "
+                              f"{instance}, not {started}); its answer is refused", version=self._lost)
+
     # -- HTTP ---------------------------------------------------------------------------
 
     def _headers(self) -> dict[str, str]:
@@ -331,26 +390,40 @@ class OpenAICompatibleEngine(RolloutEngine):
         import httpx
 
         url = self.base_url + path
-        for attempt in range(self.options.max_retries + 1):
+        attempt, refusals, refused_since = 0, 0, None
+        while True:
             retry_reason = None
             try:
                 response = await client.request(method, url, json=body)
+            except httpx.ConnectError as exc:  # nothing listens: the server is down or restarting
+                self.identity.refused()
+                refused_since = refused_since if refused_since is not None else time.monotonic()
+                waited = time.monotonic() - refused_since
+                if waited < self.options.server_restart_wait_s:
+                    delay = min(_REFUSED_BACKOFF_S, self.options.retry_backoff_s * 2 ** min(refusals, 8))
+                    refusals += 1
+                    log.warning("rollout server refuses connections; waiting for it", url=url,
+                                waited_s=round(waited, 1), error=str(exc))
+                    await asyncio.sleep(min(delay, self.options.server_restart_wait_s - waited))
+                    continue
+                retry_reason = f"{type(exc).__name__}: {exc} (refused for {waited:.0f} s)"
             except (httpx.TimeoutException, httpx.TransportError) as exc:
                 retry_reason = f"{type(exc).__name__}: {exc}"
             else:
+                self._check_answer(response)
                 if response.status_code < 400:
                     return json_object(response, url)
                 if response.status_code not in _RETRY_STATUS:
                     raise RemoteEngineError(f"{method} {url} -> {response.status_code}: {error_reason(response)}",
                                             status=response.status_code)
                 retry_reason = f"{response.status_code}: {error_reason(response)}"
-            if attempt == self.options.max_retries:
+            if attempt >= self.options.max_retries:
                 raise RemoteEngineError(f"{method} {url} failed after {attempt + 1} attempts ({retry_reason})")
             delay = min(30.0, self.options.retry_backoff_s * 2**attempt) * (0.5 + self._rng.random())
             log.warning("retrying rollout request", url=url, attempt=attempt + 1, reason=retry_reason,
                         delay_s=round(delay, 2))
+            attempt += 1
             await asyncio.sleep(delay)
-        raise AssertionError("unreachable")
 
     def _post_sync(self, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
         return self._sync_request("POST", path, body)
@@ -365,7 +438,11 @@ class OpenAICompatibleEngine(RolloutEngine):
         try:
             response = self._sync.request(method, url, json=body)
         except httpx.HTTPError as exc:
+            if isinstance(exc, httpx.ConnectError):
+                self.identity.refused()
             raise WeightSyncError(f"{method} {url}: {type(exc).__name__}: {exc}") from None
+        if self.identity.adopt(self.identity.answered(response.headers)):  # a push restores a restarted server
+            self._server_changed(self.identity.instance or "")
         if response.status_code >= 400:
             raise WeightSyncError(f"{method} {url} -> {response.status_code}: {error_reason(response)}")
         return json_object(response, url) if response.content else {}

@@ -155,6 +155,13 @@ class RemoteWeightSync:
             self._paused = False
             log.warning("could not resume the server's generation after a failed weight update", error=str(exc))
 
+    def forget(self) -> None:
+        """The server restarted: the weights it was given, its transfer group and its pause are gone. The
+        version becomes None (the server's own weights) and the next :meth:`begin` rendezvous again."""
+        self.session.version = None
+        self._transport = None
+        self._paused = False
+
     def _resume(self) -> None:
         if self._paused:
             self._post("/resume", None)

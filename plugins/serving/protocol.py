@@ -22,6 +22,10 @@ from core.types import Screenshot
 
 DEFAULT_MAX_TOKENS = 16  # vLLM's completions default
 
+#: response header naming the server process (a fresh id at every start; not a vLLM header): a client that
+#: pushed weights sees from it that a restarted server answers, which holds the weights it loaded at start
+INSTANCE_HEADER = "X-ScaleCUA-Instance"
+
 #: fields accepted only with a value that leaves sampling unchanged
 _NEUTRAL: dict[str, tuple[Any, ...]] = {
     "n": (None, 1), "best_of": (None, 1), "stream": (None, False), "echo": (None, False),

@@ -15,6 +15,10 @@ real server on any machine:
   :mod:`plugins.serving.weight_transfer`), ``POST /pause`` / ``/resume``,
   ``GET /is_paused``, ``GET /get_world_size``.
 
+Every answer names the server process in an ``X-ScaleCUA-Instance`` header (a fresh id at every start), so
+the ``openai-compatible`` engine sees that a restarted server, holding the weights it loaded at start rather
+than those the trainer pushed, answers, refuses its generations and has the weights pushed again.
+
 Differences from vLLM: one choice per request, no streaming, sampling only
 (temperature 0: greedy, as vLLM); ``/pause`` always waits for in-flight requests (an
 in-process generation cannot be aborted); with ``--api-key`` every route but
@@ -34,6 +38,7 @@ import json
 import os
 import sys
 import threading
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Sequence
 from urllib.parse import parse_qs, urlsplit
@@ -66,6 +71,7 @@ class EngineServer:
         self.api_key = api_key
         self.trust_request_chat_template = trust_request_chat_template
         self.request_timeout_s = request_timeout_s
+        self.instance = uuid.uuid4().hex  # sent with every answer (protocol.INSTANCE_HEADER)
         self.gate = Gate()
         self.weights = WeightReceiver(engine, self.gate, timeout_s=weight_timeout_s)
         self.loop = asyncio.new_event_loop()
@@ -79,8 +85,7 @@ class EngineServer:
         """Start serving in background threads; returns the base URL (``port`` 0 picks a free port)."""
         self._loop_thread.start()
         handler = type("Handler", (_Handler,), {"server_app": self})
-        self._httpd = ThreadingHTTPServer((host, port), handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Listener((host, port), handler)
         self._http_thread = threading.Thread(target=self._httpd.serve_forever, name="plugins.serving-http", daemon=True)
         self._http_thread.start()
         bound_host, bound_port = self._httpd.server_address[:2]
@@ -96,6 +101,7 @@ class EngineServer:
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
+            self._httpd.close_connections()  # kept-alive clients must not reach a stopped engine
         if self._loop_thread.is_alive():
             asyncio.run_coroutine_threadsafe(self.engine.close(), self.loop).result(timeout=60)
             self.loop.call_soon_threadsafe(self.loop.stop)
@@ -109,6 +115,38 @@ class EngineServer:
                 return future.result(timeout=self.request_timeout_s)
             except ValueError as exc:  # the engine's own validation
                 raise BadRequest(str(exc)) from None
+
+
+class _Listener(ThreadingHTTPServer):
+    """A threading HTTP server that can close its open (kept-alive) connections when it stops."""
+
+    daemon_threads = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._open: set[Any] = set()
+        self._open_lock = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        import socket
+
+        with self._open_lock:
+            open_now, self._open = list(self._open), set()
+        for conn in open_now:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed by the client
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -174,6 +212,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            self.send_header(proto.INSTANCE_HEADER, self.server_app.instance)
             self.end_headers()
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):  # the client gave up (its timeout); nothing to tell it

@@ -192,8 +192,9 @@ def test_unreachable_server_is_retried_then_reported() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    engine = remote_engine(f"http://127.0.0.1:{port}", served_model="tiny", max_retries=2, retry_backoff_s=0.01)
-    with pytest.raises(RemoteEngineError, match="after 3 attempts"):
+    engine = remote_engine(f"http://127.0.0.1:{port}", served_model="tiny", max_retries=2, retry_backoff_s=0.01,
+                           server_restart_wait_s=0.2)  # a refusing server is waited for, this long, then retried
+    with pytest.raises(RemoteEngineError, match=r"after 3 attempts \(ConnectError: .*refused for 0 s\)"):
         run(engine, request(text_prompt()))
 
 

@@ -1,7 +1,7 @@
 """A fault-injection soak: a training run under a seeded schedule of faults, and what it survived.
 
-``python bench/faults.py [--quick] [--mode simulated|desktops|containers|disk|all] [--iterations N]
-[--seed S]`` prints one JSON object on stdout (logs go to stderr). Default: all four modes, 30 iterations
+``python bench/faults.py [--quick] [--mode simulated|desktops|containers|disk|serving|all] [--iterations N]
+[--seed S]`` prints one JSON object on stdout (logs go to stderr). Default: all five modes, 30 iterations
 each; ``--quick``: the simulated mode, 3 iterations.
 
 The simulated, desktops and containers modes run the same training config twice as child processes (``python -m
@@ -23,6 +23,12 @@ core.run``): once clean (the wall-time baseline) and once under faults, then che
 * ``simulated`` — ``configs/simulated-async.yaml`` (a SIMULATION of desktops and of the policy) with the
   simulated backend's own step failures (``failure_rate``: a step fails like a crashed desktop), plus the
   same trainer kill, checkpoint cut and resume. Fast; what ``--quick`` runs.
+* ``serving`` — the simulated desktops with a real policy behind a real rollout server: the tiny Qwen3-VL
+  served by ``python -m plugins.serving`` on a loopback port, the run generating through the
+  ``openai-compatible`` engine. The server is SIGKILLed and started again on the same port at seeded moments
+  (``bench/faultkit/serving.py``); it comes back with its initial weights, so the run must notice each restart,
+  refuse the restarted server's answers, push the trainer's weights again and re-issue the requests. No
+  trainer kill in this mode (the other modes have it).
 * ``disk`` — the simulated config with its run directory on a 96 MiB tmpfs in a private mount namespace,
   filled up at seeded moments (all of it, or all but 512 KiB) and freed again (``bench/faultkit/disk.py``): every
   fill must stop the run with the one-line full-disk error (exit 1, no traceback, no hang), and ``--resume``
@@ -35,8 +41,9 @@ on a fresh desktop and never scored) and episodes scored "crashed" because their
 was killed (must be 0); episodes scored after their application was killed (reported, not a violation: an
 agent may close or lose its application, and the desktop is intact); processes, desktop directories and
 temporary files left behind after the run (must be 0); environment errors the loop retried; wall-time
-overhead against the clean run; containers mode: containers left (must be 0). Not injected here yet: a
-rollout server restart, a Ray actor kill.
+overhead against the clean run; containers mode: containers left (must be 0); serving mode: restarts
+noticed (must equal those injected), weight pushes made again, rollouts lost (must be 0). Not injected here
+yet: a Ray actor kill.
 """
 
 from __future__ import annotations
@@ -59,6 +66,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.faultkit import disk as _disk  # noqa: E402
 from bench.faultkit.injector import BREAKING, Fault, Injector, leftovers, pool_containers  # noqa: E402
+from bench.faultkit.serving import ServingInjector, ServingProcess, check_serving, free_port  # noqa: E402
 
 
 def _run_dir(out: Path, name: str) -> Path:
@@ -252,9 +260,49 @@ def containers_soak(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     return result
 
 
+def serving_soak(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """``--mode serving``: the simulated config generating through a served policy that restarts."""
+    import yaml
+
+    n = args.iterations
+    server = ServingProcess(REPO, "simulated-async", out, free_port())
+    served = yaml.safe_load((REPO / "configs" / "simulated-async.yaml").read_text())
+    served["rollout"] = {"name": "openai-compatible", "options": {"base_url": server.url, "served_model": "policy"}}
+    config = str(out / "served-simulated.yaml")
+    Path(config).write_text(yaml.safe_dump(served))
+    # desktop-like latency: episodes last seconds, so restarts land while requests are in flight
+    overrides = [f"run.iterations={n}", *SIMULATED_OVERRIDES, "algorithm.max_new_tokens=16",
+                 "environment.options.step_latency_s=[0.2,0.6]", "environment.options.reset_latency_s=[0.2,0.6]",
+                 "algorithm.max_parse_failures=8"]
+    server.start()
+    try:
+        server.wait_ready()
+        print("[serving] clean run ...", file=sys.stderr, flush=True)
+        clean = run_training(config, overrides, out, "clean-serving", injector=None, kill_after=None)
+        print("[serving] faulted run ...", file=sys.stderr, flush=True)
+        injector = ServingInjector(server, args.serving_interval, args.seed, out, n)
+        faulted = run_training(config, overrides, out, "faults-serving", injector=injector, kill_after=None)
+        if injector.is_alive():
+            injector.join(300)
+    finally:
+        server.stop()
+    result = {**check(faulted, [], n), **check_serving(faulted["run_dir"], injector.faults)}
+    survived = (result["returncode"] == 0 and result["iterations_lost"] == 0 and result["iterations_duplicated"] == 0
+                and result["lost_rollouts"] == 0 and not result["processes_left"]
+                and result["server_restarts_noticed"] == result["server_restarts"]
+                and (result["weight_restores_in_metrics"] >= 1 or not injector.faults))
+    return {"config": config, "overrides": overrides, "faults_injected": {"serving_restart": len(injector.faults)},
+            "survived": survived, **result, "clean_wall_s": round(clean["wall_s"], 1),
+            "faulted_wall_s": round(faulted["wall_s"], 1),
+            "wall_time_overhead": round(faulted["wall_s"] / max(clean["wall_s"], 1e-9), 3),
+            "clean_returncode": clean["returncode"], "faults": [asdict(f) for f in injector.faults]}
+
+
 def soak(mode: str, args: argparse.Namespace, out: Path, extra: list[str] | None = None) -> dict[str, Any]:
     if mode == "disk":
         return disk_soak(args, out)
+    if mode == "serving":
+        return serving_soak(args, out)
     if mode == "containers" and extra is None:
         return containers_soak(args, out)
     n = args.iterations
@@ -302,12 +350,14 @@ def soak(mode: str, args: argparse.Namespace, out: Path, extra: list[str] | None
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="the simulated mode only, 3 iterations (under a minute)")
-    p.add_argument("--mode", choices=["simulated", "desktops", "containers", "disk", "all"], default=None,
-                   help="default: all (simulated, desktops, containers and disk); --quick: simulated")
+    p.add_argument("--mode", choices=["simulated", "desktops", "containers", "disk", "serving", "all"], default=None,
+                   help="default: all (simulated, desktops, containers, disk and serving); --quick: simulated")
     p.add_argument("--iterations", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--interval", type=float, default=3.0, help="mean seconds between desktop faults")
     p.add_argument("--call-timeout", type=float, default=15.0, help="rollout_loop.env_call_timeout_s (frozen probes)")
+    p.add_argument("--serving-interval", type=float, default=3.0,
+                   help="serving: mean seconds between rollout-server restarts (each waits for the last to serve)")
     p.add_argument("--failure-rate", type=float, default=0.1, help="simulated: chance that a step fails")
     p.add_argument("--out", default=None, help="where the runs go (default: a fresh temporary directory)")
     p.add_argument("--disk-fills", type=int, default=None, help="disk: times the disk fills up (default iterations/2)")
@@ -335,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out or tempfile.mkdtemp(prefix="scalecua-faults-"))
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    modes = ["simulated", "desktops", "containers", "disk"] if args.mode == "all" else [args.mode]
+    modes = ["simulated", "desktops", "containers", "disk", "serving"] if args.mode == "all" else [args.mode]
     results = {mode: soak(mode, args, out) for mode in modes}
     from core.commands.recipe_report import machine
 

@@ -24,8 +24,8 @@ from core.weight_sync import WeightSyncError, sync_weights
 
 log = structlog.get_logger(__name__)
 
-#: pushes a restore tries before it gives up (the server may die again while it loads)
-RESTORE_ATTEMPTS = 3
+#: sessions a push tries before it gives up (the server may die again while it loads)
+PUSH_ATTEMPTS = 3
 
 
 class EngineWeights:
@@ -47,10 +47,21 @@ class EngineWeights:
         return self._lock
 
     def push(self, version: int) -> int:
-        """Push the trainer's weights as ``version`` (blocking); returns the tensors sent."""
-        sent = sync_weights(self.trainer, self.engine, version)
-        self.version = version
-        return sent
+        """Push the trainer's weights as ``version`` (blocking); returns the tensors sent. A session that fails
+        (the server died during it) is aborted and made again, whole, up to :data:`PUSH_ATTEMPTS` times."""
+        for attempt in range(1, PUSH_ATTEMPTS + 1):
+            try:
+                sent = sync_weights(self.trainer, self.engine, version)
+            except WeightSyncError as exc:
+                if attempt == PUSH_ATTEMPTS:
+                    raise WeightSyncError(f"pushing the weights of version {version} failed {attempt} times: "
+                                          f"{exc}") from exc
+                log.warning("pushing the weights failed; pushing them again", version=version, attempt=attempt,
+                            error=str(exc))
+                continue
+            self.version = version
+            return sent
+        raise AssertionError("unreachable")
 
     async def push_off_loop(self, version: int) -> int:
         """:meth:`push` in a worker thread (episodes in flight go on meanwhile)."""
@@ -61,17 +72,7 @@ class EngineWeights:
         async with self.lock:
             if self.version is None or self.engine.weight_version == self.version:
                 return  # never pushed (the engine serves its own weights), or restored by another episode
-            for attempt in range(1, RESTORE_ATTEMPTS + 1):
-                try:
-                    await self.push_off_loop(self.version)
-                except WeightSyncError as exc:
-                    if attempt == RESTORE_ATTEMPTS:
-                        raise WeightSyncError(f"the rollout server restarted and its weights (version "
-                                              f"{self.version}) could not be pushed again in {attempt} attempts: "
-                                              f"{exc}") from exc
-                    log.warning("pushing the weights again failed; retrying", attempt=attempt, error=str(exc))
-                    continue
-                break
+            await self.push_off_loop(self.version)
             self.restores += 1
             log.warning("rollout server restarted: the trainer's weights were pushed again", version=self.version,
                         restores=self.restores)

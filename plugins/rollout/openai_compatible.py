@@ -86,6 +86,10 @@ _STARTED_WITH: contextvars.ContextVar[str | None] = contextvars.ContextVar("star
 #: longest wait between two connection attempts while the server is down
 _REFUSED_BACKOFF_S = 2.0
 
+class _Refused(WeightSyncError):
+    """A weight-sync request found no server listening (down or restarting)."""
+
+
 _RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
 
 
@@ -327,8 +331,20 @@ class OpenAICompatibleEngine(RolloutEngine):
     # -- server restarts ------------------------------------------------------------------
 
     def _probe_server(self) -> None:
-        """Before a push: the process that answers now; another than the known one lost the pushed weights."""
-        self._sync_request("GET", "/health", None)
+        """Before a push: wait for a server that refuses connections (restarting), then learn which process
+        answers; another than the known one lost the pushed weights (:meth:`_sync_request` sees to it)."""
+        started = time.monotonic()
+        while True:
+            try:
+                self._sync_request("GET", "/health", None)
+                return
+            except _Refused:
+                waited = time.monotonic() - started
+                if waited >= self.options.server_restart_wait_s:
+                    raise
+                log.warning("rollout server refuses connections; waiting for it before the push",
+                            server=self.base_url, waited_s=round(waited, 1))
+                time.sleep(min(_REFUSED_BACKOFF_S, self.options.server_restart_wait_s - waited))
 
     def _server_changed(self, instance: str) -> None:
         """A push reached ``instance``, another process than the one known: its weights are its start's."""
@@ -440,6 +456,7 @@ class OpenAICompatibleEngine(RolloutEngine):
         except httpx.HTTPError as exc:
             if isinstance(exc, httpx.ConnectError):
                 self.identity.refused()
+                raise _Refused(f"{method} {url}: {type(exc).__name__}: {exc}") from None
             raise WeightSyncError(f"{method} {url}: {type(exc).__name__}: {exc}") from None
         if self.identity.adopt(self.identity.answered(response.headers)):  # a push restores a restarted server
             self._server_changed(self.identity.instance or "")

@@ -66,3 +66,22 @@ def test_the_containers_mode_kills_and_pauses_desktop_containers_and_nothing_is_
     assert injected["trainer_sigkill"] == 1 and soak["incomplete_checkpoints_ignored_on_resume"] >= 1
     assert soak["iterations_lost"] == soak["iterations_duplicated"] == 0
     assert soak["episodes_scored_despite_environment_fault"] == 0 and soak["containers_left"] == []
+
+
+@pytest.mark.slow
+def test_the_serving_mode_restarts_the_rollout_server_and_every_restart_is_noticed_and_restored(tmp_path: Path) -> None:
+    """``--mode serving``: the tiny policy served by ``python -m plugins.serving`` (a real server process), the
+    run generating through the openai-compatible engine on simulated desktops; the server SIGKILLed and started
+    again on its port while requests are in flight. Each restart must be noticed, the weights pushed again, and
+    no rollout or iteration lost."""
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "faults.py"), "--mode", "serving", "--iterations", "6",
+                           "--serving-interval", "1.0", "--out", str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    soak = json.loads(done.stdout)["modes"]["serving"]
+    assert soak["survived"], {k: v for k, v in soak.items() if k != "faults"}
+    assert soak["server_restarts"] >= 1 and soak["server_restarts_noticed"] == soak["server_restarts"]
+    # a restart met by a generation is refused and restored; one met first by a push needs no restore
+    assert soak["weight_restores_in_metrics"] == soak["weight_restores_logged"] <= soak["server_restarts"]
+    assert soak["generations_refused"] >= soak["weight_restores_in_metrics"]
+    assert soak["iterations_lost"] == soak["iterations_duplicated"] == soak["lost_rollouts"] == 0

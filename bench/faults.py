@@ -66,6 +66,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.faultkit import disk as _disk  # noqa: E402
 from bench.faultkit.injector import BREAKING, Fault, Injector, leftovers, pool_containers  # noqa: E402
+from bench.faultkit.ray_workers import RayWorkerInjector, env_worker_pids  # noqa: E402
 from bench.faultkit.serving import ServingInjector, ServingProcess, check_serving, free_port  # noqa: E402
 
 
@@ -74,10 +75,10 @@ def _run_dir(out: Path, name: str) -> Path:
     return dirs[-1] if dirs else out / "missing"
 
 
-def run_training(config: str, overrides: list[str], out: Path, name: str, *, injector: Injector | None,
-                 kill_after: int | None) -> dict[str, Any]:
+def run_training(config: str, overrides: list[str], out: Path, name: str, *, injector: Any,
+                 kill_after: int | None, module: str = "core.run") -> dict[str, Any]:
     """The run as a child process; with ``kill_after``, SIGKILL it after that checkpoint, cut it, resume."""
-    base = [sys.executable, "-m", "core.run", "--config", config, f"run.output_dir={out}", f"run.name={name}",
+    base = [sys.executable, "-m", module, "--config", config, f"run.output_dir={out}", f"run.name={name}",
             *overrides]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     started = time.perf_counter()
@@ -297,7 +298,42 @@ def serving_soak(args: argparse.Namespace, out: Path) -> dict[str, Any]:
             "clean_returncode": clean["returncode"], "faults": [asdict(f) for f in injector.faults]}
 
 
+def ray_soak(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """``--mode ray``: the simulated config on a local Ray instance, environment workers SIGKILLed mid-run."""
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        return {"skipped": "Ray is not installed (pip install 'scalecua[ray]')", "survived": True}
+    n = args.iterations
+    overrides = [f"run.iterations={n}", *SIMULATED_OVERRIDES, "extra.ray.num_cpus=2", "extra.ray.env_workers=2",
+                 "extra.ray.cpus_per_env_worker=0.25", "extra.ray.cpus_per_rollout_worker=0.25",
+                 "extra.ray.cpus_per_trainer_worker=0.5", "environment.options.step_latency_s=[0.05,0.2]",
+                 "environment.options.reset_latency_s=[0.05,0.2]"]
+    print("[ray] clean run ...", file=sys.stderr, flush=True)
+    clean = run_training("simulated-async", overrides, out, "clean-ray", injector=None, kill_after=None,
+                         module="plugins.ray.run")
+    print("[ray] faulted run ...", file=sys.stderr, flush=True)
+    injector = RayWorkerInjector(args.ray_interval, args.seed, out, n)
+    faulted = run_training("simulated-async", overrides, out, "faults-ray", injector=injector, kill_after=None,
+                           module="plugins.ray.run")
+    result = check(faulted, [], n)
+    deadline = time.time() + 60
+    while env_worker_pids() and time.time() < deadline:  # the run's Ray instance shuts down with it
+        time.sleep(0.5)
+    result["ray_workers_left"] = env_worker_pids()
+    survived = (result["returncode"] == 0 and result["iterations_lost"] == 0 and result["iterations_duplicated"] == 0
+                and result["lost_rollouts"] == 0 and not result["ray_workers_left"]
+                and result["environment_errors_retried"] >= (1 if injector.faults else 0))
+    return {"config": "simulated-async", "overrides": overrides, "survived": survived,
+            "faults_injected": {"ray_env_worker": len(injector.faults)}, **result,
+            "clean_wall_s": round(clean["wall_s"], 1), "faulted_wall_s": round(faulted["wall_s"], 1),
+            "wall_time_overhead": round(faulted["wall_s"] / max(clean["wall_s"], 1e-9), 3),
+            "clean_returncode": clean["returncode"], "faults": [asdict(f) for f in injector.faults]}
+
+
 def soak(mode: str, args: argparse.Namespace, out: Path, extra: list[str] | None = None) -> dict[str, Any]:
+    if mode == "ray":
+        return ray_soak(args, out)
     if mode == "disk":
         return disk_soak(args, out)
     if mode == "serving":
@@ -349,14 +385,17 @@ def soak(mode: str, args: argparse.Namespace, out: Path, extra: list[str] | None
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="the simulated mode only, 3 iterations (under a minute)")
-    p.add_argument("--mode", choices=["simulated", "desktops", "containers", "disk", "serving", "all"], default=None,
-                   help="default: all (simulated, desktops, containers, disk and serving); --quick: simulated")
+    p.add_argument("--mode", choices=["simulated", "desktops", "containers", "disk", "serving", "ray", "all"],
+                   default=None, help="default: all (simulated, desktops, containers, disk, serving and ray); "
+                                      "--quick: simulated")
     p.add_argument("--iterations", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--interval", type=float, default=3.0, help="mean seconds between desktop faults")
     p.add_argument("--call-timeout", type=float, default=15.0, help="rollout_loop.env_call_timeout_s (frozen probes)")
     p.add_argument("--serving-interval", type=float, default=3.0,
                    help="serving: mean seconds between rollout-server restarts (each waits for the last to serve)")
+    p.add_argument("--ray-interval", type=float, default=3.0,
+                   help="ray: mean seconds between environment-worker kills")
     p.add_argument("--failure-rate", type=float, default=0.1, help="simulated: chance that a step fails")
     p.add_argument("--out", default=None, help="where the runs go (default: a fresh temporary directory)")
     p.add_argument("--disk-fills", type=int, default=None, help="disk: times the disk fills up (default iterations/2)")
@@ -384,7 +423,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out or tempfile.mkdtemp(prefix="scalecua-faults-"))
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    modes = ["simulated", "desktops", "containers", "disk", "serving"] if args.mode == "all" else [args.mode]
+    modes = (["simulated", "desktops", "containers", "disk", "serving", "ray"] if args.mode == "all"
+             else [args.mode])
     results = {mode: soak(mode, args, out) for mode in modes}
     from core.commands.recipe_report import machine
 

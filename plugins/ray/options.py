@@ -38,6 +38,9 @@ class RayOptions(BaseModel):
     cpus_per_env_worker: float = Field(1.0, ge=0, description="CPUs reserved by an environment worker")
     cpus_per_rollout_worker: float = Field(1.0, ge=0, description="CPUs reserved by a rollout worker")
     cpus_per_trainer_worker: float = Field(1.0, ge=0, description="CPUs reserved by a trainer worker")
+    env_worker_max_restarts: int = Field(
+        10, ge=-1, description="times Ray restarts an environment worker whose process died (-1: no limit); its "
+                               "desktops are lost and their episodes retried on fresh ones")
     spread_env_workers: bool = Field(True, description="spread environment workers over hosts (Ray SPREAD)")
     object_store_memory_mb: int | None = Field(None, ge=64, description="object store of the local instance")
 

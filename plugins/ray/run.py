@@ -63,7 +63,10 @@ class RayCluster:
         ray.get([t.setup.remote(master_addr, master_port) for t in self.trainers])
         rollout_cls = ray.remote(num_cpus=options.cpus_per_rollout_worker, num_gpus=placement.rollout_gpus)(RolloutWorker)
         self.rollouts = [rollout_cls.remote(raw, source, i) for i in range(placement.rollout_workers)]
-        env_kw: dict[str, Any] = {"num_cpus": options.cpus_per_env_worker}
+        # a worker that dies is restarted (an empty pool); its calls in flight fail (environment faults: the
+        # episodes are retried) and are never re-run by Ray (max_task_retries 0: steps are not idempotent)
+        env_kw: dict[str, Any] = {"num_cpus": options.cpus_per_env_worker,
+                                  "max_restarts": options.env_worker_max_restarts, "max_task_retries": 0}
         if options.env_resource:
             env_kw["resources"] = {options.env_resource: 1}
         if options.spread_env_workers:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import uuid
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -132,11 +133,21 @@ class EnvironmentWorker:
         executor = resolved.create("judge", plugins) if "judge" in resolved.components else None
         self.judge = JudgeServices.of(plugins, executor)
         self.index = index
+        #: this process's incarnation: Ray restarts a worker that died (``max_restarts``) with an empty pool, and
+        #: a key handed out before the restart must never name an environment of the new one
+        self.incarnation = uuid.uuid4().hex[:8]
         self.envs: dict[str, Any] = {}
+
+    def _env(self, key: str) -> Any:
+        env = self.envs.get(key)
+        if env is None:
+            raise KeyError(f"environment worker {self.index} ({self.incarnation}) holds no environment {key}: the "
+                           "worker restarted since it was acquired (its desktops are gone), or it was released")
+        return env
 
     async def acquire(self) -> dict[str, Any]:
         env = await self.backend.acquire()
-        key = f"w{self.index}/{env.env_id}"
+        key = f"w{self.index}-{self.incarnation}/{env.env_id}"
         self.envs[key] = env
         return {"key": key, "env_id": key, "screen_size": tuple(env.screen_size), "isolated": bool(env.isolated)}
 
@@ -146,19 +157,19 @@ class EnvironmentWorker:
             await self.backend.release(env, discard=discard)
 
     async def reset(self, key: str, task: Task) -> Any:
-        return await self.envs[key].reset(task)
+        return await self._env(key).reset(task)
 
     async def step(self, key: str, action: Action) -> Any:
-        return await self.envs[key].step(action)
+        return await self._env(key).step(action)
 
     async def observe(self, key: str) -> Any:
-        return await self.envs[key].observe()
+        return await self._env(key).observe()
 
     async def healthy(self, key: str) -> bool:
-        return await self.envs[key].healthy()
+        return await self._env(key).healthy()
 
     async def evaluate(self, key: str, task: Task, last_action: Action | None) -> Any:
-        return await self.backend.evaluate(self.envs[key], task, judge=self.judge, last_action=last_action)
+        return await self.backend.evaluate(self._env(key), task, judge=self.judge, last_action=last_action)
 
     # the agent protocol, for drivers that cannot build the environment kind locally
     def system_prompt(self, task: Task) -> str:

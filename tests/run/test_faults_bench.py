@@ -85,3 +85,20 @@ def test_the_serving_mode_restarts_the_rollout_server_and_every_restart_is_notic
     assert soak["weight_restores_in_metrics"] == soak["weight_restores_logged"] <= soak["server_restarts"]
     assert soak["generations_refused"] >= soak["weight_restores_in_metrics"]
     assert soak["iterations_lost"] == soak["iterations_duplicated"] == soak["lost_rollouts"] == 0
+
+
+@pytest.mark.slow
+def test_the_ray_mode_kills_environment_workers_and_their_episodes_are_retried(tmp_path: Path) -> None:
+    """``--mode ray``: ``python -m plugins.ray.run`` on a local Ray instance (2 CPUs) with two environment
+    workers (simulated desktops), a worker's process SIGKILLed while it holds episodes; Ray restarts it with an
+    empty pool, the episodes it held end as environment faults and are retried: nothing lost or left."""
+    pytest.importorskip("ray")
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "faults.py"), "--mode", "ray", "--iterations", "8",
+                           "--out", str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    soak = json.loads(done.stdout)["modes"]["ray"]
+    assert soak["survived"], {k: v for k, v in soak.items() if k != "faults"}
+    assert soak["faults_injected"]["ray_env_worker"] >= 1 and soak["environment_errors_retried"] >= 1
+    assert soak["iterations_lost"] == soak["iterations_duplicated"] == soak["lost_rollouts"] == 0
+    assert soak["ray_workers_left"] == []

@@ -181,12 +181,15 @@ def test_a_stage_whose_input_is_missing_names_the_stage_that_should_have_produce
 @pytest.mark.desktop
 @pytest.mark.slow
 @pytest.mark.parametrize("stage, hook, at", [("warm_start", "checkpoint_write", 2),
+                                             ("refine", "call:core.commands.eval.write_rollouts", 1),
                                              ("evaluate", "call:core.commands.eval.write_rollouts", 2)],
-                         ids=["inside the warm start's checkpoint write", "inside the evaluate stage"])
+                         ids=["inside the warm start's checkpoint write", "inside the refine stage",
+                              "inside the evaluate stage"])
 def test_a_recipe_killed_inside_a_stage_redoes_only_what_was_lost(tmp_path, stage, hook, at) -> None:
-    """SIGKILL inside the warm start's last checkpoint write (its files written, the marker not), or inside the
-    evaluate stage (the "after" rollouts written, its results not); the resume continues the warm start from its
-    complete checkpoint / redoes the evaluation, and every step, iteration and record is there exactly once."""
+    """SIGKILL inside the warm start's last checkpoint write (its files written, the marker not), inside the
+    refine stage (its rollouts written, its pass rates not) or inside the evaluate stage (the "after" rollouts
+    written, its results not); the resume continues the warm start from its complete checkpoint / redoes the
+    refinement / redoes the evaluation, and every step, iteration and record is there exactly once."""
     config = recipe_config(tmp_path, None)
     env = hold_plugin(tmp_path / "plugin", hook=hook, iteration=at)
     kill_when_held(["core.pipeline", "--config", str(config)], env, f"{hook} {at} in {stage}", timeout_s=1500)
@@ -205,3 +208,6 @@ def test_a_recipe_killed_inside_a_stage_redoes_only_what_was_lost(tmp_path, stag
     assert results["before"]["passes"] == results["after"]["passes"] == 2
     after = (root / "evaluate" / "after" / "rollouts" / "eval_000000.jsonl").read_text().splitlines()
     assert len(after) == 2 * len(TASKS)  # one evaluation's episodes, not two attempts'
+    refined = (root / "refine" / "rollouts" / "eval_000000.jsonl").read_text().splitlines()
+    assert len(refined) == 2 * len(TASKS)  # one refinement's episodes (refine.rollouts: 2 per task)
+    assert set(json.loads((root / "refine" / "pass_rates.json").read_text())) == set(TASKS)

@@ -307,7 +307,8 @@ def ray_soak(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     n = args.iterations
     overrides = [f"run.iterations={n}", *SIMULATED_OVERRIDES, "extra.ray.num_cpus=2", "extra.ray.env_workers=2",
                  "extra.ray.cpus_per_env_worker=0.25", "extra.ray.cpus_per_rollout_worker=0.25",
-                 "extra.ray.cpus_per_trainer_worker=0.5", "environment.options.step_latency_s=[0.05,0.2]",
+                 "extra.ray.cpus_per_trainer_worker=0.5", "extra.ray.env_worker_max_restarts=-1",
+                 "environment.options.step_latency_s=[0.05,0.2]",
                  "environment.options.reset_latency_s=[0.05,0.2]"]
     print("[ray] clean run ...", file=sys.stderr, flush=True)
     clean = run_training("simulated-async", overrides, out, "clean-ray", injector=None, kill_after=None,

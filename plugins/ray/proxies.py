@@ -28,6 +28,9 @@ from core.weight_sync import WeightSession
 
 log = structlog.get_logger(__name__)
 
+#: how long an acquire waits for an environment worker that Ray is restarting (its process died)
+RESTART_WAIT_S = 120.0
+
 
 def _ray() -> Any:
     import ray
@@ -215,12 +218,25 @@ class RayEnvironmentPool(EnvironmentBackend):
                     continue
                 break
         try:
-            info = await self.workers[index].acquire.remote()
+            info = await self._acquire_on(index)
         except BaseException:
             await self._give_back(index)
             raise
         self._owner[info["key"]] = index
         return RemoteEnvironment(self.workers[index], info)
+
+    async def _acquire_on(self, index: int) -> dict[str, Any]:
+        """An environment of worker ``index``, waiting (up to :data:`RESTART_WAIT_S`) while Ray restarts it."""
+        ray = _ray()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + RESTART_WAIT_S
+        while True:
+            try:
+                return await self.workers[index].acquire.remote()
+            except ray.exceptions.ActorUnavailableError:
+                if loop.time() > deadline:
+                    raise
+                await asyncio.sleep(0.5)
 
     async def _give_back(self, index: int) -> None:
         cond = self._condition()

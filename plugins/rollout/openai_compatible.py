@@ -53,7 +53,6 @@ pushes the trainer's weights again and re-issues the requests (:mod:`core.runtim
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import random
 import time
 from collections import OrderedDict
@@ -62,7 +61,7 @@ from typing import Any, Iterable, Literal, Sequence
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.interfaces import EngineRestarted, Generation, GenerationRequest, PolicyModel, RolloutEngine
+from core.interfaces import Generation, GenerationRequest, PolicyModel, RolloutEngine
 from plugins.serving.protocol import pad_runs
 from core.types import Screenshot
 from plugins.rollout.openai_wire import (
@@ -77,12 +76,10 @@ from plugins.rollout.openai_wire import (
     passthrough_template,
 )
 from plugins.rollout.remote_weights import RemoteWeightSync, WeightSyncError, WeightTransferOptions
-from plugins.rollout.server_identity import ServerIdentity
+from plugins.rollout.server_identity import RestartWatch
 
 log = structlog.get_logger(__name__)
 
-#: the server process the current task's generation started with (each episode is an asyncio task of its own)
-_STARTED_WITH: contextvars.ContextVar[str | None] = contextvars.ContextVar("started_with", default=None)
 #: longest wait between two connection attempts while the server is down
 _REFUSED_BACKOFF_S = 2.0
 
@@ -139,9 +136,7 @@ class OpenAICompatibleEngine(RolloutEngine):
         self.weights = RemoteWeightSync(options.weight_transfer, self.base_url, post=self._post_sync,
                                         get=self._get_sync)
         self._rng = random.Random(seed)
-        self.identity = ServerIdentity()
-        #: the weight version a restarted server lost (generation is refused until a push commits)
-        self._lost: int | None = None
+        self.restarts = RestartWatch(self.base_url, self.weights)
 
     # -- RolloutEngine ----------------------------------------------------------------
 
@@ -157,11 +152,8 @@ class OpenAICompatibleEngine(RolloutEngine):
                              "use 'generate' (vLLM >= 0.20) or 'chat'")
         client, semaphore = self._async_client()
         async with semaphore:
-            if self._lost is not None:
-                raise EngineRestarted(f"the rollout server at {self.base_url} restarted and lost the weights of "
-                                      f"version {self._lost}: they must be pushed again", version=self._lost)
+            self.restarts.generation_starts()  # refused while a restarted server lacks the pushed weights
             version = self.weight_version  # the server pauses for updates: a request started now samples this one
-            _STARTED_WITH.set(self.identity.instance)
             if api == "completions":
                 generation = await self._via_completions(client, request)
             elif api == "generate":
@@ -184,7 +176,7 @@ class OpenAICompatibleEngine(RolloutEngine):
 
     def commit_weight_update(self) -> None:
         self.weights.commit()
-        self._lost = None
+        self.restarts.committed()
 
     def abort_weight_update(self) -> None:
         self.weights.abort()
@@ -332,7 +324,7 @@ class OpenAICompatibleEngine(RolloutEngine):
 
     def _probe_server(self) -> None:
         """Before a push: wait for a server that refuses connections (restarting), then learn which process
-        answers; another than the known one lost the pushed weights (:meth:`_sync_request` sees to it)."""
+        answers; another than the known one lost the pushed weights (``restarts.push_answered`` sees to it)."""
         started = time.monotonic()
         while True:
             try:
@@ -345,32 +337,6 @@ class OpenAICompatibleEngine(RolloutEngine):
                 log.warning("rollout server refuses connections; waiting for it before the push",
                             server=self.base_url, waited_s=round(waited, 1))
                 time.sleep(min(_REFUSED_BACKOFF_S, self.options.server_restart_wait_s - waited))
-
-    def _server_changed(self, instance: str) -> None:
-        """A push reached ``instance``, another process than the one known: its weights are its start's."""
-        lost = self.weights.version
-        self.weights.forget()
-        if lost is not None:
-            self._lost = lost
-        log.warning("the rollout server restarted", server=self.base_url, instance=instance, lost_version=lost)
-
-    def _check_answer(self, response: Any) -> None:
-        """A generation's answer must come from the process it started with while pushed weights are in use."""
-        instance = self.identity.answered(response.headers)
-        started = _STARTED_WITH.get()
-        if self.identity.instance is None:
-            self.identity.adopt(instance)
-            return
-        if started is None or instance == started:
-            return
-        if self._lost is None and self.weights.version is None:  # never pushed: the server's own weights either way
-            self.identity.adopt(instance)
-            return
-        if self._lost is None and self.identity.instance == started:  # the first to notice
-            self.identity.adopt(instance)
-            self._server_changed(instance)
-        raise EngineRestarted(f"the rollout server at {self.base_url} restarted during a generation (process "
-                              f"{instance}, not {started}); its answer is refused", version=self._lost)
 
     # -- HTTP ---------------------------------------------------------------------------
 
@@ -412,7 +378,7 @@ class OpenAICompatibleEngine(RolloutEngine):
             try:
                 response = await client.request(method, url, json=body)
             except httpx.ConnectError as exc:  # nothing listens: the server is down or restarting
-                self.identity.refused()
+                self.restarts.identity.refused()
                 refused_since = refused_since if refused_since is not None else time.monotonic()
                 waited = time.monotonic() - refused_since
                 if waited < self.options.server_restart_wait_s:
@@ -426,7 +392,7 @@ class OpenAICompatibleEngine(RolloutEngine):
             except (httpx.TimeoutException, httpx.TransportError) as exc:
                 retry_reason = f"{type(exc).__name__}: {exc}"
             else:
-                self._check_answer(response)
+                self.restarts.generation_answered(response.headers)
                 if response.status_code < 400:
                     return json_object(response, url)
                 if response.status_code not in _RETRY_STATUS:
@@ -455,11 +421,10 @@ class OpenAICompatibleEngine(RolloutEngine):
             response = self._sync.request(method, url, json=body)
         except httpx.HTTPError as exc:
             if isinstance(exc, httpx.ConnectError):
-                self.identity.refused()
+                self.restarts.identity.refused()
                 raise _Refused(f"{method} {url}: {type(exc).__name__}: {exc}") from None
             raise WeightSyncError(f"{method} {url}: {type(exc).__name__}: {exc}") from None
-        if self.identity.adopt(self.identity.answered(response.headers)):  # a push restores a restarted server
-            self._server_changed(self.identity.instance or "")
+        self.restarts.push_answered(response.headers)
         if response.status_code >= 400:
             raise WeightSyncError(f"{method} {url} -> {response.status_code}: {error_reason(response)}")
         return json_object(response, url) if response.content else {}

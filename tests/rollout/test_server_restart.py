@@ -134,7 +134,7 @@ def test_a_generation_waits_for_a_restarting_server_and_the_episode_re_issues_it
 
         async def scenario() -> Any:
             job = asyncio.ensure_future(_generate(deps, _request(seed=9)))
-            while engine.identity.refusals == 0:  # the request meets the stopped server and waits for it
+            while engine.restarts.identity.refusals == 0:  # the request meets the stopped server and waits for it
                 assert not job.done(), "the generation did not wait for the server"
                 await asyncio.sleep(0.01)
             s.start()

@@ -1,7 +1,7 @@
 """A fault-injection soak: a training run under a seeded schedule of faults, and what it survived.
 
-``python bench/faults.py [--quick] [--mode simulated|desktops|containers|disk|serving|all] [--iterations N]
-[--seed S]`` prints one JSON object on stdout (logs go to stderr). Default: all five modes, 30 iterations
+``python bench/faults.py [--quick] [--mode simulated|desktops|containers|disk|serving|ray|all] [--iterations N]
+[--seed S]`` prints one JSON object on stdout (logs go to stderr). Default: all six modes, 30 iterations
 each; ``--quick``: the simulated mode, 3 iterations.
 
 The simulated, desktops and containers modes run the same training config twice as child processes (``python -m
@@ -29,6 +29,10 @@ core.run``): once clean (the wall-time baseline) and once under faults, then che
   (``bench/faultkit/serving.py``); it comes back with its initial weights, so the run must notice each restart,
   refuse the restarted server's answers, push the trainer's weights again and re-issue the requests. No
   trainer kill in this mode (the other modes have it).
+* ``ray`` — the simulated config under ``python -m plugins.ray.run`` on a local Ray instance with two environment
+  workers; a worker's process is SIGKILLed at seeded moments (``bench/faultkit/ray_workers.py``). Ray restarts
+  it with an empty pool; the episodes it held must end as environment faults and be retried. Skipped (and
+  reported so) where Ray is not installed.
 * ``disk`` — the simulated config with its run directory on a 96 MiB tmpfs in a private mount namespace,
   filled up at seeded moments (all of it, or all but 512 KiB) and freed again (``bench/faultkit/disk.py``): every
   fill must stop the run with the one-line full-disk error (exit 1, no traceback, no hang), and ``--resume``
@@ -42,8 +46,8 @@ was killed (must be 0); episodes scored after their application was killed (repo
 agent may close or lose its application, and the desktop is intact); processes, desktop directories and
 temporary files left behind after the run (must be 0); environment errors the loop retried; wall-time
 overhead against the clean run; containers mode: containers left (must be 0); serving mode: restarts
-noticed (must equal those injected), weight pushes made again, rollouts lost (must be 0). Not injected here
-yet: a Ray actor kill.
+noticed (must equal those injected), weight pushes made again, rollouts lost (must be 0); ray mode: rollouts
+lost and Ray workers left (must be 0).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from core.errors import ConfigError
 from core.runtime.metrics import MetricsLog
 from core.runtime.tasks import resolve_source
 
-from .hold import run_cli
+from .hold import hold_plugin, kill_when_held, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs" / "families-rl.yaml"
@@ -102,6 +102,33 @@ def test_the_family_recipe_builds_its_pool_and_evaluates_the_test_split_before_a
     assert set(summary["eval_sets"]["test"]["families"]) == set(FAMILIES)
     assert summary["eval_sets"]["test"]["sft_only_control"]["tasks"] == 3
     assert "| floor: always_fail | 33.3 |" in (root / "evaluate" / "before_after.md").read_text()
+
+
+@pytest.mark.slow
+def test_a_recipe_killed_inside_the_synthesize_stage_builds_the_pool_once_on_resume(tmp_path) -> None:
+    """SIGKILL while VeriGen writes the checker's demonstrations (two of nine written, the third being named); the
+    resume starts the stage over and the pool and its demonstrations are there exactly once, as a run never killed
+    leaves them."""
+    config = yaml.safe_load(tiny_config(tmp_path).read_text())
+    config["recipe"]["stages"] = ["synthesize"]
+    path = tmp_path / "synthesize-only.yaml"
+    path.write_text(yaml.safe_dump(config))
+    env = hold_plugin(tmp_path / "plugin", hook="call:plugins.synthesis.pipeline.safe_name", iteration=3)
+    kill_when_held(["core.pipeline", "--config", str(path)], env, "the third demonstration named", timeout_s=900)
+    [root] = (tmp_path / "runs").glob("families-rl-*")
+    assert json.loads((root / "pipeline.json").read_text())["stages"]["synthesize"]["status"] == "running"
+    assert len(list((root / "synthesize" / "demonstrations").rglob("*.jsonl"))) == 2
+
+    resumed = run_cli("core.pipeline", "--config", str(path), "--resume", str(root))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    stage = json.loads((root / "pipeline.json").read_text())["stages"]["synthesize"]
+    assert stage["status"] == "completed" and stage["outputs"]["splits"] == {"test": 3, "train": 6}
+    for split in ("train", "test"):
+        pool = sorted(p.stem for p in (root / "synthesize" / "pool" / split).rglob("*.json"))
+        demos = sorted(p.stem for p in (root / "synthesize" / "demonstrations" / split).glob("*.jsonl"))
+        assert pool == demos and len(pool) == len(set(pool))
+        for demo in (root / "synthesize" / "demonstrations" / split).glob("*.jsonl"):
+            assert len(demo.read_text().splitlines()) == 1  # one oracle run, not one per attempt
 
 
 def test_pool_paths_outside_a_recipe_say_what_builds_them() -> None:

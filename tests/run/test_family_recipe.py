@@ -131,6 +131,32 @@ def test_a_recipe_killed_inside_the_synthesize_stage_builds_the_pool_once_on_res
             assert len(demo.read_text().splitlines()) == 1  # one oracle run, not one per attempt
 
 
+@pytest.mark.slow
+def test_a_recipe_killed_inside_the_control_stage_redoes_only_the_control(tmp_path) -> None:
+    """SIGKILL inside the SFT-only control, once it copied the warm start's run directory and made its trainer
+    (the second WarmStart of the recipe; the first is the warm start's); the resume keeps every earlier stage,
+    redoes the control whole (its log going on from the warm start's once) and evaluates."""
+    env = {**hold_plugin(tmp_path / "plugin", hook="call:core.commands.sft.WarmStart", iteration=2),
+           "SCALECUA_CACHE": str(tmp_path / "cache")}
+    config = tiny_config(tmp_path)
+    kill_when_held(["core.pipeline", "--config", str(config)], env, "the control's copy of the warm start",
+                   timeout_s=1500)
+    [root] = (tmp_path / "runs").glob("families-rl-*")
+    stages = json.loads((root / "pipeline.json").read_text())["stages"]
+    assert stages["control"]["status"] == "running" and stages["rl"]["status"] == "completed"
+    rl_done = (root / "rl" / "metrics.jsonl").stat().st_mtime_ns
+
+    resumed = run_cli("core.pipeline", "--config", str(config), "--resume", str(root),
+                      env={**os.environ, "SCALECUA_CACHE": str(tmp_path / "cache")})
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    stages = json.loads((root / "pipeline.json").read_text())["stages"]
+    assert all(stages[s]["status"] == "completed" for s in stages)
+    assert (root / "rl" / "metrics.jsonl").stat().st_mtime_ns == rl_done  # RL was not redone
+    warm = json.loads((root / "warm_start" / "summary.json").read_text())
+    control = [r["iteration"] for r in MetricsLog(root / "control").read()]
+    assert control == list(range(warm["steps"] + warm["steps"] // warm["epochs"]))  # each step once
+
+
 def test_pool_paths_outside_a_recipe_say_what_builds_them() -> None:
     with pytest.raises(ConfigError, match="synthesize stage builds"):
         resolve_source("pool:train")

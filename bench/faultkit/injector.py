@@ -172,3 +172,35 @@ def _resume(pid: int) -> None:
         os.kill(pid, signal.SIGCONT)
     except ProcessLookupError:
         pass  # the desktop was discarded and closed meanwhile, as it should be
+
+
+class ScheduledStrikes(threading.Thread):
+    """Strikes (:meth:`strike`) at seeded moments once the run in ``out / run_id`` has recorded an iteration, and
+    none in its last two iterations (every strike meets requests or episodes that come after it)."""
+
+    def __init__(self, name: str, interval_s: float, seed: str, out: Path, iterations: int) -> None:
+        super().__init__(name=name, daemon=True)
+        self.interval_s, self.rng = interval_s, random.Random(seed)
+        self.out, self.iterations = out, iterations
+        self.stop = threading.Event()
+        self.faults: list[Fault] = []
+        self.root_pid: int | None = None  # set by bench/faults.run_training
+        self.run_id = ""
+
+    def recorded(self) -> int:
+        """Iterations the run has recorded."""
+        path = self.out / self.run_id / "metrics.jsonl"
+        return len(path.read_text().splitlines()) if path.is_file() else 0
+
+    def strike(self) -> None:
+        raise NotImplementedError
+
+    def run(self) -> None:
+        while self.recorded() < 1:
+            if self.stop.wait(0.2):
+                return
+        delay = self.rng.uniform(0, self.interval_s)
+        while not self.stop.wait(delay):
+            delay = self.rng.expovariate(1.0 / self.interval_s)
+            if self.recorded() < self.iterations - 2:  # the thread lives until stopped
+                self.strike()

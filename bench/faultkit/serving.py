@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.faultkit.injector import Fault
+from bench.faultkit.injector import Fault, ScheduledStrikes
 
 #: the log events of core.runtime (the engine noticed; the loop pushed again) that the check counts
 NOTICED = "the rollout server restarted"
@@ -82,38 +80,21 @@ class ServingProcess:
                 self.kill()
 
 
-class ServingInjector(threading.Thread):
-    """Kills the server and starts it again at seeded moments, until the run's second-to-last iteration has
-    begun (a restart after the run's last push could not be noticed by anyone: no request follows it)."""
+class ServingInjector(ScheduledStrikes):
+    """Kills the server and starts it again at each strike (a restart after the run's last push could not be
+    noticed by anyone: no request follows it)."""
 
     def __init__(self, server: ServingProcess, interval_s: float, seed: int, out: Path, iterations: int) -> None:
-        super().__init__(name="serving-injector", daemon=True)
-        self.server, self.interval_s, self.rng = server, interval_s, random.Random(f"serving:{seed}")
-        self.out, self.iterations = out, iterations
-        self.stop = threading.Event()
-        self.faults: list[Fault] = []
-        self.root_pid: int | None = None  # set by run_training (unused: the server is not the run's child)
-        self.run_id = ""
+        super().__init__("serving-injector", interval_s, f"serving:{seed}", out, iterations)
+        self.server = server
 
-    def _recorded(self) -> int:  # iterations the run has recorded
-        path = self.out / self.run_id / "metrics.jsonl"
-        return len(path.read_text().splitlines()) if path.is_file() else 0
-
-    def run(self) -> None:
-        while self._recorded() < 1:  # the first restart strikes a run that is generating
-            if self.stop.wait(0.2):
-                return
-        delay = self.rng.uniform(0, self.interval_s)
-        while not self.stop.wait(delay):
-            delay = self.rng.expovariate(1.0 / self.interval_s)
-            if self._recorded() >= self.iterations - 2:
-                continue  # no restarts in the last iterations (the thread lives until stopped)
-            pid = self.server.kill()
-            self.faults.append(Fault("serving_restart", time.time(), None, pid))
-            print(f"fault: serving_restart pid {pid}", file=sys.stderr, flush=True)
-            self.server.start()
-            self.server.wait_ready()
-            self._until_noticed(len(self.faults))  # the next restart kills a server the run has met
+    def strike(self) -> None:
+        pid = self.server.kill()
+        self.faults.append(Fault("serving_restart", time.time(), None, pid))
+        print(f"fault: serving_restart pid {pid}", file=sys.stderr, flush=True)
+        self.server.start()
+        self.server.wait_ready()
+        self._until_noticed(len(self.faults))  # the next restart kills a server the run has met
 
     def _until_noticed(self, count: int, timeout_s: float = 120.0) -> None:
         deadline = time.monotonic() + timeout_s

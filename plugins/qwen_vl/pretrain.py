@@ -48,7 +48,7 @@ class PretrainSettings(BaseModel):
     steps: int = Field(1000, ge=1, description="optimizer steps")
     batch_size: int = Field(32, ge=1, description="examples per step")
     lr: float = Field(2.0e-3, gt=0, description="AdamW learning rate (constant, gradient norm clipped at 1)")
-    examples: int = Field(4000, ge=1, description="distinct corpus examples drawn from")
+    examples: int = Field(12000, ge=1, description="distinct corpus examples drawn from")
     seed: int = Field(0, description="seed of the initial weights, the corpus and the batches: the base is the "
                                      "same for every run seed, as a released checkpoint would be")
     system_prompt: str = Field(DEFAULT_SYSTEM_PROMPT, description="the system prompt the corpus is rendered with")
@@ -87,7 +87,7 @@ def build(model: Any, settings: PretrainSettings, out: Path) -> dict[str, Any]:
     and write it as a model directory at ``out``, atomically: a killed build leaves no half-written base."""
     import torch
 
-    from plugins.qwen_vl.shell_corpus import examples
+    from plugins.qwen_vl.shell_corpus import examples, word_pieces
 
     started = time.perf_counter()
     log.info("building the tiny model's pretrained base (once per machine, then cached)", steps=settings.steps,
@@ -96,7 +96,8 @@ def build(model: Any, settings: PretrainSettings, out: Path) -> dict[str, Any]:
         torch.manual_seed(settings.seed)
         module = model.load()
         module.train()
-        corpus = examples(settings.examples, settings.seed)
+        pieces = word_pieces(model.tokenizer)
+        corpus = examples(settings.examples, settings.seed, pieces)
         rows = _encode(model, corpus, settings.system_prompt)
         rng = random.Random(settings.seed)
         optimizer = torch.optim.AdamW(module.parameters(), lr=settings.lr, weight_decay=0.0)
@@ -114,7 +115,7 @@ def build(model: Any, settings: PretrainSettings, out: Path) -> dict[str, Any]:
                          seconds=round(time.perf_counter() - started, 1))
         module.eval()
         trained = {e.request for e in corpus}
-        unseen = _encode(model, [e for e in examples(settings.held_out, settings.seed + 1_000_003)
+        unseen = _encode(model, [e for e in examples(settings.held_out, settings.seed + 1_000_003, pieces)
                                  if e.request not in trained], settings.system_prompt)
         accuracy = exact_match(model, module, unseen) if unseen else None
     tail = losses[-20:]

@@ -12,7 +12,7 @@ import torch
 from plugins.qwen_vl import pretrain
 from plugins.qwen_vl.model import QwenVLModel, QwenVLOptions, TinyModelSettings
 from plugins.qwen_vl.pretrain import PretrainSettings, cache_key
-from plugins.qwen_vl.shell_corpus import TEMPLATES, examples
+from plugins.qwen_vl.shell_corpus import TEMPLATES, examples, word_pieces
 from plugins.synthesis.families import CATALOG
 from plugins.synthesis.families.values import is_held_out, pool
 
@@ -35,8 +35,12 @@ def _family_commands() -> set[str]:
 def test_the_corpus_uses_no_family_command_and_no_test_value() -> None:
     family = _family_commands()
     assert {"mv", "cp", "rm", "wc", "grep", "sort", "chmod", "ln", "tar", "mkdir", "touch"} <= family
-    corpus = examples(3000, seed=0)
-    assert corpus == examples(3000, seed=0) and corpus != examples(3000, seed=1)
+    from plugins.qwen_vl.tokenizer import build_tiny_tokenizer
+
+    pieces = word_pieces(build_tiny_tokenizer())
+    assert {"SU", "min", "ts", "7"} <= set(pieces) and not any(" " in p or "_" in p for p in pieces)
+    corpus = examples(3000, seed=0, pieces=pieces)
+    assert corpus == examples(3000, seed=0, pieces=pieces) and corpus != examples(3000, seed=1, pieces=pieces)
     words, exts = set(pool("word")), set(pool("ext"))
     for example in corpus:
         command = json.loads(example.response.split("\n")[1])["arguments"]["text"]
@@ -47,6 +51,33 @@ def test_the_corpus_uses_no_family_command_and_no_test_value() -> None:
             if token in exts and token not in ("cat", "ls", "echo", "file"):
                 assert not is_held_out("ext", token), token
     assert len({c for _, c in TEMPLATES}) >= 15
+
+
+def test_every_token_a_test_variant_answers_with_is_one_the_base_was_trained_to_produce() -> None:
+    """A test oracle (held-out names, extensions, modes) needs no token absent from every training target (the
+    corpus and the train variants' oracles): copying an unseen name must be possible, not merely likely."""
+    from core.types import Action
+    from environments.actions import format_response
+    from plugins.qwen_vl.tokenizer import build_tiny_tokenizer
+
+    tokenizer = build_tiny_tokenizer()
+
+    def tokens(actions: list[dict]) -> set[int]:
+        return {i for a in actions for i in tokenizer.encode(format_response([Action.model_validate(a)]))}
+
+    corpus = examples(PretrainSettings().examples, seed=0, pieces=word_pieces(tokenizer))
+    trained = {i for e in corpus for i in tokenizer.encode(e.response)}
+    for name in CATALOG.names():
+        for index in range(10):
+            trained |= tokens(CATALOG.get(name).variant("train", index, 0).oracle)
+    missing = {}
+    for name in CATALOG.names():
+        for index in range(10):
+            variant = CATALOG.get(name).variant("test", index, 0)
+            unseen = tokens(variant.oracle) - trained
+            if unseen:
+                missing[f"{name}/{index}"] = tokenizer.convert_ids_to_tokens(sorted(unseen))
+    assert not missing, missing
 
 
 def test_the_cache_key_follows_everything_the_weights_depend_on() -> None:

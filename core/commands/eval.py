@@ -109,14 +109,33 @@ def format_table(table: Mapping[str, Any], title: str) -> str:
     return "\n".join(lines)
 
 
+@dataclasses.dataclass(frozen=True)
+class EvalRun:
+    """One evaluation of a checkpoint: its set (a ``tasks.eval_sets`` name; None: the only set
+    ``tasks.eval_paths`` names, else the training pool), passes, decoding and the run directory it writes."""
+
+    eval_set: str | None
+    passes: int
+    greedy: bool
+    run_dir: Path
+
+
 async def evaluate(resolved: Any, plugins: Any, run_dir: Path, *, ckpt: Path | None, passes: int,
                    eval_set: str | None = None, greedy: bool = False) -> dict[str, Any]:
     """Roll ``ckpt`` out ``passes`` times on every task of ``eval_set`` (a ``tasks.eval_sets`` name; None: the
     only set ``tasks.eval_paths`` names, else the training pool); ``greedy``: decode the most likely token."""
+    [result] = await evaluate_runs(resolved, plugins, ckpt=ckpt, runs=[EvalRun(eval_set, passes, greedy, run_dir)])
+    return result
+
+
+async def evaluate_runs(resolved: Any, plugins: Any, *, ckpt: Path | None,
+                        runs: Sequence[EvalRun]) -> list[dict[str, Any]]:
+    """Every run of ``runs`` from one checkpoint, on one set of live components (one model and weight load, one
+    pool of desktops), all at once under ``rollout_loop.concurrency``. Each run keeps the episode seeds it has
+    alone, so its numbers are those of a separate ``core.eval``; only the waiting between runs is gone."""
     cfg = resolved.config
-    if eval_set is None and cfg.tasks.eval_paths:
-        eval_set = "eval"
-    c = build_components(resolved, plugins, run_dir, train=False, eval_set=eval_set)
+    named = [r.eval_set if r.eval_set is not None or not cfg.tasks.eval_paths else "eval" for r in runs]
+    c = build_components(resolved, plugins, runs[0].run_dir, train=False, eval_sets=list(dict.fromkeys(named)))
     try:
         if ckpt is not None:
             trainer = resolved.create("trainer", plugins, model=c.model, algorithm=cfg.algorithm, seed=cfg.run.seed)
@@ -127,21 +146,26 @@ async def evaluate(resolved: Any, plugins: Any, run_dir: Path, *, ckpt: Path | N
                 sync_weights(trainer, c.engine, checkpoint.iteration_of(ckpt) or 0)
             finally:
                 trainer.close()
-        deps = dataclasses.replace(c.deps, settings=dataclasses.replace(c.deps.settings, greedy=True)) if greedy \
-            else c.deps
-        results, stats = await collect_groups(
-            list(c.tasks), c.tasks, deps, n=passes, concurrency=cfg.rollout_loop.concurrency,
-            retries=cfg.rollout_loop.env_retries, iteration=0, seed=cfg.run.seed, tag="eval",
-        )
+        greedy = dataclasses.replace(c.deps, settings=dataclasses.replace(c.deps.settings, greedy=True))
+        limit = asyncio.Semaphore(cfg.rollout_loop.concurrency)
+        collected = await asyncio.gather(*(
+            collect_groups(c.set_ids[name], c.tasks, greedy if run.greedy else c.deps, n=run.passes,
+                           concurrency=cfg.rollout_loop.concurrency, retries=cfg.rollout_loop.env_retries,
+                           iteration=0, seed=cfg.run.seed, tag="eval" if i == 0 else f"eval{i}-", limit=limit)
+            for i, (run, name) in enumerate(zip(runs, named))))
     finally:
         await c.close()
-    write_rollouts(run_dir, 0, results, tag="eval", screenshots=ScreenshotPolicy.of(cfg.run))
     groups = cfg.extra.get("eval_groups", {}) or {}
-    table = summarize(results, c.tasks, passes, groups)
-    rates = {g.task_id: sum(g.successes) / len(g.trajectories) for g in results}
-    return {"checkpoint": str(ckpt) if ckpt else None, "eval_set": eval_set, "passes": passes, "seed": cfg.run.seed,
-            "greedy": greedy, "env_errors": stats.env_errors, "lost_rollouts": stats.lost_rollouts, "domains": table,
-            "families": by_family(results, c.tasks), "pass_rates": rates}
+    out = []
+    for run, name, (results, stats) in zip(runs, named, collected):
+        write_rollouts(run.run_dir, 0, results, tag="eval", screenshots=ScreenshotPolicy.of(cfg.run))
+        tasks = {tid: c.tasks[tid] for tid in c.set_ids[name]}
+        out.append({"checkpoint": str(ckpt) if ckpt else None, "eval_set": name, "passes": run.passes,
+                    "seed": cfg.run.seed, "greedy": run.greedy, "env_errors": stats.env_errors,
+                    "lost_rollouts": stats.lost_rollouts, "domains": summarize(results, tasks, run.passes, groups),
+                    "families": by_family(results, tasks),
+                    "pass_rates": {g.task_id: sum(g.successes) / len(g.trajectories) for g in results}})
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:

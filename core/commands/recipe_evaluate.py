@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from core.commands.eval import evaluate
+from core.commands.eval import EvalRun, evaluate_runs
 from core.commands.recipe_report import before_after_report, episode_pages
 from core.config import ResolvedConfig
 from core.config.stages import EvaluateStage
@@ -25,35 +25,39 @@ def evaluate_sets(where: Path, resolved: ResolvedConfig, plugins: Plugins, spec:
                   train_tasks: Callable[[], list[Any]]) -> dict[str, Any]:
     """Each set of ``spec.sets`` (default: the RL pool, ``"pool"``) from ``checkpoints`` (``before``, and
     ``after`` / ``control`` where set), sampled (``spec.passes``) and greedy (one pass), and the set's floors.
+    One checkpoint's runs, every set sampled and greedy, share one set of desktops and run at once
+    (:func:`core.commands.eval.evaluate_runs`).
     ``reused_before`` gives the refinement's result when it already *is* the pool's "before" evaluation;
     ``train_tasks`` the training pool (the frequent-oracle floor)."""
     targets: list[str | None] = list(spec.sets) if spec.sets else [None]
-    sets: dict[str, dict[str, Any]] = {}
+    bases = {target: where if target is None else where / target for target in targets}
+    sets: dict[str, dict[str, Any]] = {target or "pool": {} for target in targets}
+    if None in targets and (reused := reused_before()) is not None:
+        sets["pool"]["before"] = reused
+    for label, ckpt in checkpoints.items():
+        if label != "before" and not ckpt:
+            continue
+        runs = [(target, label + ("_greedy" if greedy else ""), greedy)
+                for greedy in ((False, True) if spec.greedy else (False,)) for target in targets]
+        runs = [r for r in runs if r[1] not in sets[r[0] or "pool"]]
+        if not runs:
+            continue
+        plans = [EvalRun(target, 1 if greedy else spec.passes, greedy, _fresh(bases[target] / key, resolved, plugins))
+                 for target, key, greedy in runs]
+        done = asyncio.run(evaluate_runs(resolved, plugins, ckpt=Path(ckpt) if ckpt else None, runs=plans))
+        for (target, key, _), plan, result in zip(runs, plans, done):
+            sets[target or "pool"][key] = result
+            rundir.write_json_atomic(plan.run_dir / "eval.json", result)
     pages: dict[str, str | None] = {}
     for target in targets:
-        name, results = target or "pool", {}
-        base = where if target is None else where / target
-        reused = reused_before() if target is None else None
-        if reused is not None:
-            results["before"] = reused
-        runs = [(label, ckpt, greedy) for greedy in ((False, True) if spec.greedy else (False,))
-                for label, ckpt in checkpoints.items() if label == "before" or ckpt]
-        for label, ckpt, greedy in runs:
-            key = label + ("_greedy" if greedy else "")
-            if key in results:
-                continue
-            run_dir = _fresh(base / key, resolved, plugins)
-            results[key] = asyncio.run(evaluate(resolved, plugins, run_dir, ckpt=Path(ckpt) if ckpt else None,
-                                                passes=1 if greedy else spec.passes, eval_set=target, greedy=greedy))
-            rundir.write_json_atomic(run_dir / "eval.json", results[key])
+        name, results = target or "pool", sets[target or "pool"]
         if spec.floors:
             from core.commands.floors import measure_floors
 
-            run_dir = _fresh(base / "floors", resolved, plugins)
+            run_dir = _fresh(bases[target] / "floors", resolved, plugins)
             results["floors"] = asyncio.run(measure_floors(resolved, plugins, run_dir, eval_set=target,
                                                            train_tasks=train_tasks()))
-        sets[name] = results
-        pages[name] = episode_pages(where, name, base, results)
+        pages[name] = episode_pages(where, name, bases[target], results)
     headline = sets[targets[0] or "pool"]
     everything = {"before": headline.get("before"), "after": headline.get("after"), "sets": sets}
     rundir.write_json_atomic(where / "before_after.json", everything)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import structlog
 
@@ -43,6 +43,8 @@ class Components:
     deps: EpisodeDeps
     #: the tasks of ``run.eval_set`` for periodic evaluations (None: they roll out on ``tasks``)
     eval_tasks: dict[str, Task] | None = None
+    #: with ``build_components(eval_sets=...)``: each set's task ids (None: the training pool)
+    set_ids: dict[str | None, list[str]] = field(default_factory=dict)
 
     async def close(self) -> None:
         for what, closer in (("rollout engine", self.engine.close), ("judge executor", self.executor.close),
@@ -65,11 +67,14 @@ def settings_from(resolved: ResolvedConfig) -> EpisodeSettings:
 
 
 def build_components(
-    resolved: ResolvedConfig, plugins: Plugins, run_dir: Path, *, train: bool = True, eval_set: str | None = None
+    resolved: ResolvedConfig, plugins: Plugins, run_dir: Path, *, train: bool = True, eval_set: str | None = None,
+    eval_sets: Sequence[str | None] = (),
 ) -> Components:
     """Create every component of an RL run. ``train=False`` (evaluation) skips sampler and trainer; ``eval_set``
-    (a name of ``tasks.evaluation_sets()``) runs on that set instead of the training pool. The evaluation sets
-    are checked against the training pool first (:mod:`core.runtime.splits`): nothing evaluated may be trained on."""
+    (a name of ``tasks.evaluation_sets()``) runs on that set instead of the training pool; ``eval_sets`` on
+    several at once (None: the training pool), ``tasks`` then their union and ``set_ids`` each set's ids. The
+    evaluation sets are checked against the training pool first (:mod:`core.runtime.splits`): nothing evaluated
+    may be trained on."""
     cfg = resolved.config
     seed = cfg.run.seed
     model = resolved.create("model", plugins, run_dir=run_dir)
@@ -79,9 +84,15 @@ def build_components(
     judge = JudgeServices.of(plugins, executor)
     try:
         pools = TaskPools(cfg.tasks, base_dir=base_dir, convert=backend.convert_task, seed=seed)
-        tasks = pools.evaluation(eval_set) if eval_set is not None else pools.training()
-        pools.check(only=eval_set if not train else None)
-        tasks = check_pool(tasks, backend, judge, policy=cfg.tasks.unsupported, run_dir=run_dir)
+        names = list(eval_sets) or [eval_set]
+        chosen = {name: pools.evaluation(name) if name is not None else pools.training() for name in names}
+        for name in names if not train else [None]:
+            pools.check(only=name)
+        union = {t.id: t for members in chosen.values() for t in members}
+        tasks = check_pool(list(union.values()), backend, judge, policy=cfg.tasks.unsupported, run_dir=run_dir)
+        kept = {t.id for t in tasks}
+        set_ids = {name: [t.id for t in members if t.id in kept] for name, members in chosen.items()} \
+            if eval_sets else {}
         eval_tasks = None
         if train and cfg.run.eval_set is not None:
             eval_tasks = {t.id: t for t in check_pool(pools.evaluation(cfg.run.eval_set), backend, judge,
@@ -101,7 +112,7 @@ def build_components(
         settings=settings_from(resolved),
     )
     return Components(model, backend, sampler, segmenter, trainer, engine, executor, {t.id: t for t in tasks}, deps,
-                      eval_tasks)
+                      eval_tasks, set_ids)
 
 
 

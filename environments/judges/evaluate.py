@@ -8,7 +8,8 @@
    ``metric(result, **options)`` without an expected config).
 4. Several metrics combine with ``conj``: ``and`` stops at the first 0 and
    otherwise averages; ``or`` stops at the first 1 and otherwise takes the max.
-   A result getter's :class:`FileNotFoundError` scores that metric 0.
+   A result getter's :class:`FileNotFoundError` scores that metric 0. A getter's None (``vm_file`` for a file
+   the desktop does not give, alone or in a list) goes to the metric as it is, as upstream.
 
 Getters and metrics are looked up by name: first among the functions defined
 in ``task.evaluator.code`` (generated code, run through the

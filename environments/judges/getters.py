@@ -3,13 +3,22 @@
 ``env`` is what :func:`environments.judges.evaluate.evaluate` hands over: the
 live environment (its ``client`` speaks the probe / OSWorld server protocol)
 plus ``cache_dir``, a fresh directory for this one evaluation where file
-getters put what they fetch. A getter whose file is missing raises
-:class:`FileNotFoundError`, which the evaluation scores 0 (as OSWorld does).
+getters put what they fetch. As upstream, ``vm_file`` answers None for a file
+the desktop does not give (the metric then receives None); most other getters
+whose file is missing raise :class:`FileNotFoundError`, which the evaluation
+scores 0 (as OSWorld does).
+
+File getters (``vm_file``, ``cloud_file``) read OSWorld's config: ``path`` and
+``dest`` name one file; with ``multi`` (any true value) they are lists, fetched
+in order, and ``gives`` (default ``[0]``) picks the indices returned: one
+index gives that file's local path, any other number a list (so ``multi``
+without ``gives`` returns the first file only).
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import os
 import urllib.parse
 from pathlib import Path
@@ -18,6 +27,9 @@ from typing import Any, Mapping, Sequence
 import httpx
 import structlog
 
+from core.errors import EnvironmentFailure
+from environments.client import ProbeError
+
 log = structlog.get_logger(__name__)
 
 
@@ -25,16 +37,19 @@ def _as_list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def _paths_and_dests(config: Mapping[str, Any]) -> tuple[list[str], list[str], set[int], bool]:
+def _paths_and_dests(config: Mapping[str, Any], getter: str) -> tuple[list[str], list[str], set[int]]:
+    """OSWorld's file-getter selection (see the module docstring): paths, cache names, the indices given back."""
     if "path" not in config:
-        raise ValueError(f"getter config {dict(config)!r} needs 'path' (and usually 'dest')")
+        raise ValueError(f"{getter} getter config {dict(config)!r} needs 'path' (and usually 'dest')")
+    multi = bool(config.get("multi", False))
+    if isinstance(config["path"], (list, tuple)) != multi:
+        raise ValueError(f"{getter} getter config {dict(config)!r}: 'path' is a list exactly when 'multi' is true "
+                         "(then 'dest' is a list too and 'gives' the indices to return, default [0])")
     paths = [str(p) for p in _as_list(config["path"])]
     dests = [str(d) for d in _as_list(config.get("dest") or [os.path.basename(p.rstrip("/")) or "file" for p in paths])]
     if len(paths) != len(dests):
-        raise ValueError(f"getter config: {len(paths)} path(s) but {len(dests)} dest(s)")
-    multi = bool(config.get("multi", False)) or isinstance(config["path"], (list, tuple))
-    gives = set(config.get("gives", [0] if not multi else range(len(paths))))
-    return paths, dests, gives, multi
+        raise ValueError(f"{getter} getter config: {len(paths)} path(s) but {len(dests)} dest(s)")
+    return paths, dests, set(_as_list(config.get("gives", [0])))
 
 
 def _cache_path(env: Any, dest: str) -> Path:
@@ -46,23 +61,60 @@ def _cache_path(env: Any, dest: str) -> Path:
     return target
 
 
-def _given(paths: list[Path], gives: set[int], multi: bool) -> Any:
-    chosen = [p for i, p in enumerate(paths) if i in gives]
-    return str(chosen[0]) if len(chosen) == 1 and not multi else [str(p) for p in chosen]
+def _given(local: list[Any], gives: set[int]) -> Any:
+    chosen = [item for i, item in enumerate(local) if i in gives]
+    return chosen[0] if len(chosen) == 1 else chosen
+
+
+def _time_suffixed(dest: str, time_format: str) -> str:
+    stem, extension = os.path.splitext(dest)
+    return f"{stem}_{dt.datetime.now().strftime(time_format)}{extension}"
+
+
+async def fetch_desktop_file(env: Any, path: str, dest: str) -> str | None:
+    """``path`` from the desktop into the cache as ``dest``; None (logged) when the desktop does not give it: no
+    such file, or the probe refuses it (a directory, unreadable, too large), as OSWorld's controller answers None
+    for any failed request. An unreachable or broken desktop is an :class:`EnvironmentFailure` (raised: the
+    episode is retried, not scored)."""
+    target = _cache_path(env, dest)
+    try:
+        data = await env.client.get_file(path)
+    except EnvironmentFailure:
+        raise
+    except ProbeError as exc:
+        log.warning("the desktop does not give the file", path=path, error=str(exc))
+        return None
+    if data is None:
+        log.warning("no such file on the desktop", path=path)
+        return None
+    try:
+        target.write_bytes(data)
+    except OSError as exc:
+        log.error("the fetched file cannot be written", path=str(target), error=str(exc))
+        return None
+    return str(target)
+
+
+async def require_desktop_file(env: Any, path: str, dest: str, getter: str) -> str:
+    """:func:`fetch_desktop_file` for getters that cannot go on without the file (upstream crashes there):
+    :class:`FileNotFoundError` when the desktop does not give it, which the evaluation scores 0."""
+    local = await fetch_desktop_file(env, path, dest)
+    if local is None:
+        raise FileNotFoundError(f"{getter}: the desktop does not give {path} (missing or unreadable)")
+    return local
 
 
 async def get_vm_file(env: Any, config: Mapping[str, Any]) -> Any:
-    """Download ``path`` (or a list) from the desktop into the cache; return the local path(s)."""
-    paths, dests, gives, multi = _paths_and_dests(config)
-    local: list[Path] = []
-    for path, dest in zip(paths, dests):
-        data = await env.client.get_file(path)
-        if data is None:
-            raise FileNotFoundError(f"vm_file: {path} does not exist on the desktop")
-        target = _cache_path(env, dest)
-        target.write_bytes(data)
-        local.append(target)
-    return _given(local, gives, multi)
+    """Download ``path`` (or, with ``multi``, each of a list) from the desktop into the cache; the local path of
+    each index in ``gives``, None for a file the desktop does not give (see the module docstring).
+
+    ``time_suffix`` (one file only, as upstream): the cache name gets ``_<now in time_format>`` (default
+    ``%Y%m%d_%H%M%S``) before its extension."""
+    paths, dests, gives = _paths_and_dests(config, "vm_file")
+    if config.get("time_suffix", False) and not config.get("multi", False):
+        dests = [_time_suffixed(d, str(config.get("time_format", "%Y%m%d_%H%M%S"))) for d in dests]
+    local = [await fetch_desktop_file(env, path, dest) for path, dest in zip(paths, dests)]
+    return _given(local, gives)
 
 
 async def get_cache_file(env: Any, config: Mapping[str, Any]) -> str:
@@ -90,18 +142,18 @@ async def get_cloud_file(env: Any, config: Mapping[str, Any]) -> Any:
     http(s) files from it instead; one it lacks raises
     :class:`core.errors.FilesMissing` (the judgement then records the URLs).
     """
-    paths, dests, gives, multi = _paths_and_dests(config)
+    paths, dests, gives = _paths_and_dests(config, "cloud_file")
     task = getattr(env, "task", None)
     base = getattr(task, "source_dir", None) or (task.metadata.get("task_dir") if task is not None else None)
-    local: list[Path] = []
+    local: list[str] = []
     for url, dest, mirrored in zip(paths, dests, _mirrored(env, paths)):
         target = _cache_path(env, dest)
         if mirrored is not None:
             target.write_bytes(await asyncio.to_thread(mirrored.read_bytes))
         else:
             target.write_bytes(await _fetch(url, Path(base) if base else None))
-        local.append(target)
-    return _given(local, gives, multi)
+        local.append(str(target))
+    return _given(local, gives)
 
 
 def _mirrored(env: Any, urls: list[str]) -> list[Path | None]:
@@ -220,7 +272,8 @@ async def get_vlc_config(env: Any, config: Mapping[str, Any]) -> str:
 
 async def get_vscode_config(env: Any, config: Mapping[str, Any]) -> Any:
     """OSWorld's VS Code getter: open the command palette (ctrl+shift+p), type ``vscode_extension_command``,
-    press Enter, wait a second, then fetch ``path`` as ``vm_file`` does (into ``dest``)."""
+    press Enter, wait a second, then fetch ``path`` as ``vm_file`` does (into ``dest``; None when the desktop does
+    not give it)."""
     from core.types import Action, ActionType
 
     command = config.get("vscode_extension_command")

@@ -20,7 +20,8 @@ does; slide ``slide_index`` (from 0) is the package part ``ppt/slides/slide<inde
 * ``background_image_in_slide`` — ``ppt_file_path``, ``slide_index``, ``dest``. The first ``p:bgPr`` of the
   slide whose first ``a:blip`` has an ``r:embed`` id names the image; the slide's relationship with that id
   and an image type locates it. An image inside the package is extracted into the cache at its part name
-  (e.g. ``ppt/media/image1.png``); one linked as ``file://...`` is fetched from the desktop as ``dest``.
+  (e.g. ``ppt/media/image1.png``); one linked as ``file://...`` is fetched from the desktop as ``dest`` (None
+  when the desktop does not give it). A missing ``.pptx`` is a :class:`FileNotFoundError`.
   None when the slide, its background image or the relationship does not exist.
 * ``audio_in_slide`` — ``ppt_file_path``, ``slide_index``, ``dest``: the slide's first relationship whose type
   names ``audio``, extracted or fetched as above; None when there is none.
@@ -46,7 +47,7 @@ from xml.etree import ElementTree
 import structlog
 
 from core.errors import ScaleCUAError
-from environments.judges.getters import _cache_path, get_vm_file
+from environments.judges.getters import _cache_path, fetch_desktop_file, require_desktop_file
 
 log = structlog.get_logger(__name__)
 
@@ -155,8 +156,8 @@ def _slide_config(config: Mapping[str, Any], getter: str) -> tuple[str, int, str
     return path, number, dest
 
 
-async def _fetch_pptx(env: Any, path: str) -> str:
-    return str(await get_vm_file(env, {"path": path, "dest": os.path.basename(path)}))
+async def _fetch_pptx(env: Any, path: str, getter: str) -> str:
+    return await require_desktop_file(env, path, os.path.basename(path), getter)
 
 
 def _relationships(archive: zipfile.ZipFile, number: int) -> list[ElementTree.Element]:
@@ -166,11 +167,11 @@ def _relationships(archive: zipfile.ZipFile, number: int) -> list[ElementTree.El
     return ElementTree.fromstring(archive.read(name)).findall(f"{_PKG}Relationship")
 
 
-async def _media(env: Any, archive: zipfile.ZipFile, target: str, dest: str) -> str:
+async def _media(env: Any, archive: zipfile.ZipFile, target: str, dest: str) -> str | None:
     """A relationship target: a part of the package (extracted into the cache at its part name) or a
-    ``file://`` path on the desktop (fetched as ``dest``)."""
+    ``file://`` path on the desktop (fetched as ``dest``; None, as upstream, when the desktop does not give it)."""
     if target.startswith("file://"):
-        return str(await get_vm_file(env, {"path": urllib.parse.unquote(target[len("file://"):]), "dest": dest}))
+        return await fetch_desktop_file(env, urllib.parse.unquote(target[len("file://"):]), dest)
     if urllib.parse.urlparse(target).scheme:
         raise FileNotFoundError(f"the slide's media {target!r} is neither in the file nor a file on the desktop")
     part = posixpath.normpath(posixpath.join("ppt/slides", target)).lstrip("/")
@@ -183,7 +184,7 @@ async def _media(env: Any, archive: zipfile.ZipFile, target: str, dest: str) -> 
 
 async def get_background_image_in_slide(env: Any, config: Mapping[str, Any]) -> str | None:
     path, index, dest = _slide_config(config, "background_image_in_slide")
-    with zipfile.ZipFile(await _fetch_pptx(env, path)) as archive:
+    with zipfile.ZipFile(await _fetch_pptx(env, path, "background_image_in_slide")) as archive:
         slide = f"ppt/slides/slide{index + 1}.xml"
         if slide not in archive.namelist():
             return None
@@ -203,7 +204,7 @@ async def get_background_image_in_slide(env: Any, config: Mapping[str, Any]) -> 
 
 async def get_audio_in_slide(env: Any, config: Mapping[str, Any]) -> str | None:
     path, index, dest = _slide_config(config, "audio_in_slide")
-    with zipfile.ZipFile(await _fetch_pptx(env, path)) as archive:
+    with zipfile.ZipFile(await _fetch_pptx(env, path, "audio_in_slide")) as archive:
         for relation in _relationships(archive, index + 1):
             if "audio" in relation.get("Type", ""):
                 return await _media(env, archive, relation.get("Target", ""), dest)

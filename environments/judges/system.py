@@ -50,7 +50,7 @@ from urllib.parse import unquote, urlparse
 import structlog
 
 from environments.judges.chrome import get_active_url_from_accessTree
-from environments.judges.getters import _cache_path, get_vm_file
+from environments.judges.getters import _cache_path, require_desktop_file
 
 log = structlog.get_logger(__name__)
 
@@ -264,7 +264,7 @@ async def get_content_from_vm_file(env: Any, config: Mapping[str, Any]) -> list[
     if (kind, content) != ("xlsx", "last_row") or not isinstance(config.get("path"), str):
         raise ValueError(f"content_from_vm_file getter config {dict(config)!r}: supported is 'path' with "
                          "file_type 'xlsx' and file_content 'last_row'")
-    local = await get_vm_file(env, {"path": config["path"], "dest": os.path.basename(config["path"])})
+    local = await require_desktop_file(env, config["path"], os.path.basename(config["path"]), "content_from_vm_file")
     return xlsx_last_row(local)
 
 
@@ -318,6 +318,6 @@ async def get_url_path_parse(env: Any, config: Mapping[str, Any]) -> dict[str, A
 
 #: registry name -> function (OSWorld's ``get_<name>``)
 GETTERS = {name[len("get_"):]: obj for name, obj in dict(globals()).items() if name.startswith("get_")
-           and callable(obj) and name not in ("get_vm_file", "get_active_url_from_accessTree")}
+           and callable(obj) and name != "get_active_url_from_accessTree"}
 METRICS = ("is_utc_0", "check_moved_jpgs", "check_gnome_favorite_apps", "run_sqlite3", "is_expected_search_query",
            "is_in_vm_clickboard")

@@ -4,10 +4,11 @@ A file that is missing or cannot be read scores 0 (upstream raises for some of t
 
 * ``check_pdf_pages(result, rules)`` — the PDF's page count compared with ``rules['ref_value']`` by
   ``rules['relation']``, an :mod:`operator` comparison name (``eq``, ``ne``, ``lt``, ``le``, ``gt``, ``ge``).
-* ``compare_pdf_images(result, expected)`` — the images in each page's resources, page by page (inline images
-  left out; one that cannot be decoded is skipped): none in either PDF scores 1, different counts 0, otherwise
-  the share of pairs whose perceptual hashes (imagehash's ``phash``: grey, 32×32 Lanczos, 2-D DCT-II, the 8×8
-  low band above its median) differ in at most 5 of 64 bits.
+* ``compare_pdf_images(result, expected)`` — the images each page's resources list (PyMuPDF's
+  ``page.get_images(full=True)``, page by page), each the bytes ``extract_image`` gives opened by Pillow (one it
+  cannot open is skipped), as upstream: none in either PDF scores 1, different counts 0, otherwise the share of
+  pairs whose perceptual hashes (imagehash's ``phash``: grey, 32×32 Lanczos, 2-D DCT-II, the 8×8 low band above
+  its median) differ in at most 5 of 64 bits.
 * ``compare_htmls(result, expected, ignore_sdnum=False)`` — both files parsed (lxml's HTML parser) into the tree
   BeautifulSoup's ``lxml`` builder makes, walked in document order side by side up to the shorter walk: strings
   must be equal; elements must have the same name, the same stripped text (their text strings, leaving out
@@ -28,6 +29,7 @@ A file that is missing or cannot be read scores 0 (upstream raises for some of t
 from __future__ import annotations
 
 import difflib
+import io
 import operator
 import re
 import zipfile
@@ -37,11 +39,11 @@ from typing import Any, Iterator, Mapping
 
 import structlog
 
+from environments.judges.pdfs import require_pymupdf
+
 log = structlog.get_logger(__name__)
 
 _RELATIONS = ("eq", "ne", "lt", "le", "gt", "ge")
-#: image filters whose indexed images pypdf decodes with their palette
-_DECODED_FILTERS = ("/FlateDecode", "/RunLengthDecode", "/DCTDecode", "/JPXDecode", "/CCITTFaxDecode", "/JBIG2Decode")
 
 
 def _readable(path: str | None) -> bool:
@@ -65,46 +67,21 @@ def check_pdf_pages(result: str | None, rules: Mapping[str, Any] | None = None, 
     return float(getattr(operator, rules["relation"])(pages, rules["ref_value"]))
 
 
-def _indexed_image(xobject: Any) -> Any:
-    """An 8-bit indexed image stored without Flate (Pillow writes ASCIIHex), which pypdf leaves unpaletted."""
+def _pdf_images(path: str) -> list[Any]:
+    """Every image the pages' resources list, page by page, as Pillow opens PyMuPDF's extracted bytes."""
+    import pymupdf
     from PIL import Image
 
-    space, filters = xobject.get("/ColorSpace"), xobject.get("/Filter")
-    space = space.get_object() if space is not None else None
-    last = (filters[-1] if isinstance(filters, list) and filters else filters) or ""
-    if (not isinstance(space, list) or len(space) != 4 or space[0] != "/Indexed"
-            or xobject.get("/BitsPerComponent") != 8 or last in _DECODED_FILTERS):
-        return None
-    base, lookup = space[1].get_object(), space[3].get_object()
-    if hasattr(lookup, "get_data"):
-        table = lookup.get_data()
-    else:  # a string: pypdf keeps a text-looking one as text, with its bytes beside
-        table = bytes(lookup) if isinstance(lookup, bytes) else lookup.original_bytes
-    if base == "/DeviceGray":
-        table = bytes(b for value in table for b in (value, value, value))
-    elif base != "/DeviceRGB":
-        return None
-    image = Image.frombytes("P", (int(xobject["/Width"]), int(xobject["/Height"])), xobject.get_data())
-    image.putpalette(table[: 3 * (int(space[2]) + 1)])
-    return image
-
-
-def _pdf_images(path: str) -> list[Any]:
-    from pypdf import PdfReader
-
     images = []
-    for page in PdfReader(path).pages:
-        listing = page.images
-        for key in listing.keys():
-            if isinstance(key, str) and key.startswith("~"):
-                continue  # an inline image: not an image object of the page
-            try:
-                image_file = listing[key]
-                xobject = image_file.indirect_reference.get_object() if image_file.indirect_reference else None
-                images.append((_indexed_image(xobject) if xobject is not None else None) or image_file.image)
-            except Exception as exc:  # pypdf / Pillow raise many kinds for a filter they cannot decode
-                log.info("pdf image cannot be decoded", path=path, image=str(key), error=repr(exc))
-    return [image for image in images if image is not None]
+    with pymupdf.open(path) as document:
+        for page in document:
+            for entry in page.get_images(full=True):
+                data = document.extract_image(entry[0])["image"]
+                try:
+                    images.append(Image.open(io.BytesIO(data)))
+                except Exception as exc:  # as upstream: an image Pillow cannot open (for any reason) is skipped
+                    log.info("pdf image cannot be opened", path=path, page=page.number, error=repr(exc))
+    return images
 
 
 def phash(image: Any) -> Any:
@@ -119,18 +96,19 @@ def phash(image: Any) -> Any:
 
 
 def compare_pdf_images(result: str | None, expected: str | None = None, **_: Any) -> float:
+    require_pymupdf("compare_pdf_images")
     if not _readable(result) or not _readable(expected):
         return 0.0
     try:
         mine, gold = _pdf_images(str(result)), _pdf_images(str(expected))
-    except Exception as exc:  # pypdf raises many kinds for a broken file
+        if len(mine) != len(gold):
+            return 0.0
+        if not mine:
+            return 1.0
+        close = sum(int((phash(a) != phash(b)).sum()) <= 5 for a, b in zip(mine, gold))
+    except Exception as exc:  # PyMuPDF and Pillow raise many kinds for a broken file (upstream crashes there)
         log.info("pdf images cannot be read", error=repr(exc))
         return 0.0
-    if len(mine) != len(gold):
-        return 0.0
-    if not mine:
-        return 1.0
-    close = sum(int((phash(a) != phash(b)).sum()) <= 5 for a, b in zip(mine, gold))
     return close / len(mine)
 
 

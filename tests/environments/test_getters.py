@@ -72,11 +72,20 @@ def test_vm_file_downloads_into_the_evaluation_cache(desktop: DesktopSession, tm
     (desktop.home / "docs" / "b.txt").write_text("beta")
     local = call(desktop, tmp_path, lambda env: g.get_vm_file(env, {"path": "~/docs/a.txt", "dest": "a.txt"}))
     assert local == str(tmp_path / "a.txt") and Path(local).read_text() == "alpha"
-    both = call(desktop, tmp_path, lambda env: g.get_vm_file(
+    # as OSWorld: one index in gives is that file's path, more a list; multi without gives is the first file only
+    second = call(desktop, tmp_path, lambda env: g.get_vm_file(
         env, {"path": ["~/docs/a.txt", "~/docs/b.txt"], "dest": ["x.txt", "y.txt"], "multi": True, "gives": [1]}))
-    assert both == [str(tmp_path / "y.txt")] and Path(both[0]).read_text() == "beta"
-    with pytest.raises(FileNotFoundError, match="missing.txt"):
-        call(desktop, tmp_path, lambda env: g.get_vm_file(env, {"path": "~/docs/missing.txt", "dest": "m.txt"}))
+    assert second == str(tmp_path / "y.txt") and Path(second).read_text() == "beta"
+    first = call(desktop, tmp_path, lambda env: g.get_vm_file(
+        env, {"path": ["~/docs/b.txt", "~/docs/a.txt"], "dest": ["p.txt", "q.txt"], "multi": True}))
+    assert first == str(tmp_path / "p.txt") and (tmp_path / "q.txt").read_text() == "alpha"
+    # a file the desktop does not give (missing, a directory) is None, in its place in a list
+    assert call(desktop, tmp_path, lambda env: g.get_vm_file(env, {"path": "~/docs/missing.txt", "dest": "m.txt"})) \
+        is None
+    some = call(desktop, tmp_path, lambda env: g.get_vm_file(env, {
+        "path": ["~/docs/a.txt", "~/docs/missing.txt", "~/docs"], "dest": ["1", "2", "3"], "multi": True,
+        "gives": [0, 1, 2]}))
+    assert some == [str(tmp_path / "1"), None, None]
     with pytest.raises(ValueError, match="escapes"):
         call(desktop, tmp_path, lambda env: g.get_vm_file(env, {"path": "~/docs/a.txt", "dest": "../evil.txt"}))
 
@@ -158,6 +167,8 @@ def test_vscode_config_replays_the_command_palette_then_reads_the_file(desktop: 
     local = call(desktop, tmp_path, lambda env: g.get_vscode_config(env, {
         "vscode_extension_command": "echo configured > ~/vscode.json", "path": "~/vscode.json", "dest": "v.json"}))
     assert Path(local).read_text() == "configured\n"
+    assert call(desktop, tmp_path, lambda env: g.get_vscode_config(env, {  # as vm_file: None, as upstream
+        "vscode_extension_command": "true", "path": "~/never-written.json", "dest": "n.json"})) is None
     with pytest.raises(ValueError, match="vscode_extension_command"):
         call(desktop, tmp_path, lambda env: g.get_vscode_config(env, {"path": "~/x", "dest": "x"}))
     desktop.run(lambda client: client.close_window("vscode-config-test", strict=False))

@@ -40,3 +40,16 @@ def test_pdf_text_similarity_as_upstream(tmp_path: Path) -> None:
     junk.write_bytes(b"%PDF-1.4 broken")
     assert compare_pdfs(str(junk), gold) == 0.0 and compare_pdfs(None, gold) == 0.0
     assert compare_pdfs([same, str(tmp_path / "missing.pdf")], [gold, gold]) == 0.5
+
+
+def test_without_pymupdf_a_pdf_metric_names_the_extra_instead_of_scoring_0(monkeypatch, tmp_path) -> None:
+    import importlib.util
+
+    from core.errors import ScaleCUAError
+    from environments.judges.web_files import compare_pdf_images
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pymupdf" else real(name, *a))
+    for metric in (compare_pdfs, compare_pdf_images):
+        with pytest.raises(ScaleCUAError, match=r"scalecua\[pdf\]"):
+            metric(str(tmp_path / "a.pdf"), str(tmp_path / "b.pdf"))

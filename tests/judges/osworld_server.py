@@ -1,4 +1,9 @@
-"""A real HTTP server on loopback that speaks OSWorld's ``POST /run_python`` (a test double for a VM).
+"""Real HTTP servers on loopback that speak endpoints of OSWorld's in-VM server (test doubles for a VM).
+
+:class:`FileServer`: ``POST /file`` over a directory standing for the VM's disk (upstream's controller and our
+:class:`environments.client.EnvironmentClient` both fetch files from it).
+
+:class:`OSWorldRunPythonServer`: ``POST /run_python``.
 
 The judge executor depends only on ``env.client.run_python``; this server
 implements that endpoint with OSWorld's semantics (its in-VM Flask server,
@@ -17,9 +22,48 @@ import subprocess
 import sys
 import tempfile
 import threading
+import urllib.parse
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+
+class FileServer:
+    """OSWorld's ``POST /file`` (form field ``file_path``) over ``root``, standing for the VM's disk: the file's
+    bytes; 404 when nothing is there; 500 when it cannot be sent (a directory), as its Flask server answers."""
+
+    def __init__(self, root: Path):
+        self.requests: list[str] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                return
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("Content-Length") or 0)
+                form = urllib.parse.parse_qs(self.rfile.read(length).decode())
+                asked = form.get("file_path", [""])[0]
+                server.requests.append(asked)
+                path = root / asked.lstrip("/")
+                if self.path != "/file" or not path.exists():
+                    status, data = 404, json.dumps({"error": "File not found"}).encode()
+                elif not path.is_file():
+                    status, data = 500, json.dumps({"error": f"Failed to serve file: {asked} is a directory"}).encode()
+                else:
+                    status, data = 200, path.read_bytes()
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.port = self.httpd.server_address[1]
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
 
 
 class OSWorldRunPythonServer:

@@ -11,7 +11,8 @@
   real HTTP server on loopback that speaks OSWorld's ``POST /file``; upstream through its own
   ``PythonController``, ours through :class:`environments.client.EnvironmentClient`. The extracted file's
   place in the cache and its bytes must agree.
-* Hand-derived: missing files (upstream crashes or retries there), strict config errors.
+* A missing linked file: None on both sides. Hand-derived: a missing ``.pptx`` (upstream crashes there), strict
+  config errors.
 """
 
 from __future__ import annotations
@@ -21,11 +22,8 @@ import functools
 import importlib
 import io
 import sys
-import threading
 import types
-import urllib.parse
 import wave
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -35,6 +33,7 @@ import pytest
 from environments.client import EnvironmentClient
 from environments.judges import media
 from tests.judges import upstream as upstream_loader
+from tests.judges.osworld_server import FileServer
 from tests.judges.upstream import metrics_module
 
 REAL = ("cv2", "imagehash", "librosa", "fastdtw")
@@ -196,30 +195,6 @@ def test_audio_scores_rank_similarity(audios: dict[str, str]) -> None:
 
 # -- slide media ------------------------------------------------------------------------------------------
 
-class FileServer:
-    """OSWorld's ``POST /file`` (form field ``file_path``) over a directory standing for the desktop's disk:
-    the file's bytes, or 404."""
-
-    def __init__(self, root: Path):
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                return
-
-            def do_POST(self) -> None:  # noqa: N802
-                length = int(self.headers.get("Content-Length") or 0)
-                form = urllib.parse.parse_qs(self.rfile.read(length).decode())
-                path = root / form.get("file_path", [""])[0].lstrip("/")
-                data = path.read_bytes() if self.path == "/file" and path.is_file() else None
-                self.send_response(200 if data is not None else 404)
-                self.send_header("Content-Length", str(len(data or b"")))
-                self.end_headers()
-                self.wfile.write(data or b"")
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.port = self.httpd.server_address[1]
-
-
 def png(colour: tuple[int, int, int]) -> bytes:
     from PIL import Image
 
@@ -296,8 +271,7 @@ def disk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, FileS
     presentation(root)
     server = FileServer(root)
     yield root, server
-    server.httpd.shutdown()
-    server.httpd.server_close()
+    server.close()
 
 
 def impress_getters() -> Any:
@@ -363,16 +337,17 @@ def test_slide_media_found_where_expected(disk: tuple[Path, FileServer], tmp_pat
     assert Path(spaced).read_bytes() == b"RIFF-ish: the linked file"
 
 
-def test_missing_files_are_file_not_found(disk: tuple[Path, FileServer], tmp_path: Path) -> None:
-    """Hand-derived: upstream opens ``None`` as a zip (a crash) for a missing .pptx and returns None for missing
-    linked audio; both are a missing file here, which the evaluation scores 0."""
+def test_missing_files(disk: tuple[Path, FileServer], tmp_path: Path) -> None:
+    """A missing .pptx: upstream opens ``None`` as a zip (a crash); here a missing file, which the evaluation
+    scores 0. Missing linked audio: None on both sides (``vm_file``'s answer, handed to the metric)."""
     _, server = disk
     with pytest.raises(FileNotFoundError, match="gone.pptx"):
         ours(server, tmp_path, "audio_in_slide", {"ppt_file_path": "/nowhere/gone.pptx", "slide_index": 0,
                                                   "dest": "a.wav"})
-    with pytest.raises(FileNotFoundError, match="gone.wav"):
-        ours(server, tmp_path, "audio_in_slide", {"ppt_file_path": f"{DESKTOP}/slides.pptx", "slide_index": 3,
-                                                  "dest": "a.wav"})
+    linked_gone = {"ppt_file_path": f"{DESKTOP}/slides.pptx", "slide_index": 3, "dest": "a.wav"}
+    (tmp_path / "theirs").mkdir()
+    assert ours(server, tmp_path, "audio_in_slide", linked_gone) is None
+    assert theirs(server, tmp_path / "theirs", "audio_in_slide", linked_gone) is None
 
 
 @pytest.mark.parametrize("config", [{"slide_index": 0, "dest": "a"}, {"ppt_file_path": "/x.pptx", "dest": "a"},

@@ -1,12 +1,12 @@
 """environments.judges.web_files on real files (PDFs written by Pillow and pypdf, EPUB zips, workbooks written by
 openpyxl, HTML and text files).
 
-``check_pdf_pages``, ``compare_result_files``, ``compare_conference_city_in_order`` and ``compare_epub`` are checked
-against OSWorld's own functions (desktop-env's ``pdf``, ``vscode``, ``table`` and ``others`` modules). Upstream's
-``compare_htmls`` needs BeautifulSoup and ``compare_pdf_images`` needs PyMuPDF and imagehash, none of which is a
-dependency here, so their cases are hand-derived (during development both were also run side by side with
-upstream on a few thousand generated HTML pairs and on PDFs of every Pillow image mode, with equal scores); the
-perceptual hash is checked against imagehash's recipe written with scipy.
+``check_pdf_pages``, ``compare_result_files``, ``compare_conference_city_in_order``, ``compare_epub`` and
+``compare_pdf_images`` are checked against OSWorld's own functions (desktop-env's ``pdf``, ``vscode``, ``table``,
+``others`` and ``chrome`` modules; the last with the real PyMuPDF and imagehash, installed here). Upstream's
+``compare_htmls`` needs BeautifulSoup, not a dependency here, so its cases are hand-derived (during development it
+was also run side by side with upstream on a few thousand generated HTML pairs, with equal scores); the perceptual
+hash is checked against imagehash's recipe written with scipy.
 """
 
 from __future__ import annotations
@@ -92,6 +92,14 @@ CHAPTERS = {"ch1.html": "It was a dark night.\nThe train passed through.", "ch2.
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("web_files")
     x = {f"pages{n}": blank_pdf(root / f"pages{n}.pdf", n) for n in (1, 2)}
+    images = {"img_gold": [picture(1)], "img_big": [picture(1).resize((240, 180))], "img_other": [picture(2)],
+              "img_palette": [picture(1).convert("P")], "img_palette2": [picture(2).convert("P")],
+              "img_blur": [picture(2).filter(ImageFilter.GaussianBlur(3))], "img_pair": [picture(1), picture(2)],
+              "img_half": [picture(1), picture(3)],
+              **{f"img_{mode}": [picture(4).convert(mode)] for mode in ("1", "L", "LA", "RGBA", "CMYK", "P")},
+              "img_mode_gold": [picture(4)]}
+    x.update({name: pdf(root / f"{name}.pdf", pictures) for name, pictures in images.items()})
+    x["img_lossy"] = pdf(root / "img_lossy.pdf", [picture(1)], quality=30)
     texts = {"n42": "42", "n42f": "42.0", "sentence": "The median price is 42 dollars", "close": "41.99999",
              "n43": "43", "abc": "abc", "abd": "abd", "abc_ws": "\n abc \n", "word": "forty-two"}
     for name, text in texts.items():
@@ -123,6 +131,12 @@ CASES: list[tuple[str, str, tuple[Any, ...], dict[str, Any]]] = [
     *[("others", "compare_epub", (a, "epub_gold"), {})
       for a in ("epub_same", "epub_edit", "epub_more", "epub_less", "epub_junk", None)],
     ("others", "compare_epub", ("epub_same", "epub_junk"), {}),
+    *[("chrome", "compare_pdf_images", (a, b), {})
+      for a, b in (("img_gold", "img_gold"), ("img_lossy", "img_gold"), ("img_big", "img_gold"),
+                   ("img_palette", "img_gold"), ("img_palette2", "img_gold"), ("img_other", "img_gold"),
+                   ("img_blur", "img_other"), ("img_half", "img_pair"), ("img_pair", "img_gold"),
+                   ("pages1", "pages2"), ("pages2", "img_gold"), (None, "img_gold"), ("img_gold", "missing.pdf"),
+                   *((f"img_{mode}", "img_mode_gold") for mode in ("1", "L", "LA", "RGBA", "CMYK", "P")))],
 ]
 
 
@@ -179,7 +193,7 @@ def test_pdf_images(tmp_path: Path) -> None:
     assert w.compare_pdf_images(pdf(tmp_path / "same.pdf", [picture(1)]), gold) == 1.0
     assert w.compare_pdf_images(pdf(tmp_path / "lossy.pdf", [picture(1)], quality=30), gold) == 1.0
     assert w.compare_pdf_images(pdf(tmp_path / "big.pdf", [picture(1).resize((240, 180))]), gold) == 1.0
-    # Pillow stores palette images hex-encoded, which pypdf alone decodes without their palette
+    # Pillow stores palette images hex-encoded (ASCIIHex), with their palette beside
     assert w.compare_pdf_images(pdf(tmp_path / "palette.pdf", [picture(1).convert("P")]), gold) == 1.0
     assert w.compare_pdf_images(pdf(tmp_path / "palette2.pdf", [picture(2).convert("P")]), gold) == 0.0
     assert w.compare_pdf_images(pdf(tmp_path / "other.pdf", [picture(2)]), gold) == 0.0

@@ -158,7 +158,8 @@ class EnvironmentClient:
         return body.get("AT")
 
     async def terminal(self) -> str | None:
-        """Text of the active terminal (OSWorld reads it from AT-SPI), or None."""
+        """Text of the active terminal, or None when none is active (OSWorld reads gnome-terminal's through
+        AT-SPI; our probe replays the active xterm's log, see environments/probe/terminal.py)."""
         body = self._json_result(await self._request("GET", "/terminal"), "/terminal")
         return body.get("output")
 

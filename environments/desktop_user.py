@@ -38,7 +38,29 @@ class DesktopUser:
         return {"user": self.uid, "group": self.gid, "extra_groups": []}
 
     def child_env(self, env: dict[str, str], home: str) -> dict[str, str]:
-        return {**env, "HOME": home, "USER": self.name, "LOGNAME": self.name}
+        """``env`` for a child running as this user: its home and names, and a ``PATH`` of only the directories
+        it can search (:func:`searchable_path`)."""
+        path = searchable_path(env.get("PATH", os.defpath), self)
+        return {**env, "HOME": home, "USER": self.name, "LOGNAME": self.name, "PATH": path}
+
+
+def searchable_path(path: str, user: DesktopUser) -> str:
+    """``path`` (a ``PATH`` value) without the directories ``user`` cannot search, nor empty entries.
+
+    A root trainer's ``PATH`` often starts under ``/root`` (``~/.cargo/bin``, pyenv's shims), closed to the
+    user: an exec search that meets such a directory first reports ``Permission denied`` instead of ``not
+    found``, so a program probing for an optional tool (pyautogui's ``dconf read`` on every click) crashes
+    where it would have gone on without it. Checked by the user itself, so its groups and every ancestor count.
+    """
+    entries = [entry for entry in dict.fromkeys(path.split(os.pathsep)) if entry]
+    probe = 'for d in "$@"; do [ -d "$d" ] && [ -x "$d" ] && printf "%s\\0" "$d"; done; exit 0'
+    try:
+        proc = subprocess.run(["/bin/sh", "-c", probe, "sh", *entries], capture_output=True, timeout=30, cwd="/",
+                              **user.popen_kwargs())
+    except (OSError, subprocess.SubprocessError):
+        return path  # cannot tell: leave it as it was
+    reachable = set(proc.stdout.decode(errors="replace").split("\0"))
+    return os.pathsep.join(entry for entry in entries if entry in reachable)
 
 
 def lookup(name: str) -> DesktopUser:

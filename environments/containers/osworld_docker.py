@@ -170,7 +170,9 @@ class OSWorldDockerBackend(ContainerBackend):
             return None
         result = await env.client.execute(argv, timeout=60 + (action.duration or 0))
         if result.get("returncode") not in (0, None) or result.get("status") == "error":
-            raise ValueError(str(result.get("error") or result.get("output") or "pyautogui failed")[-500:])
+            # OSWorld's server answers a command that cannot run with {status, message} (a 500)
+            reason = result.get("error") or result.get("message") or result.get("output") or "pyautogui failed"
+            raise ValueError(str(reason)[-500:])
         return None
 
 

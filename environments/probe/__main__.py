@@ -32,10 +32,12 @@ from typing import Any, Sequence
 
 from core.runtime import logs
 from core.errors import ScaleCUAError
+from environments.probe import terminal
 from environments.probe.desktop import Desktop
-from environments.probe.routes import ROUTES, ProbeState
+from environments.probe.routes import ROUTES
+from environments.probe.state import ProbeState
 from environments import desktop_user
-from environments.probe.shims import child_python, install_shims
+from environments.probe.shims import TERMINAL_LOGS, child_python, install_shims
 from environments.probe.server import MAX_SERVED_BYTES, ProbeHTTPServer, is_loopback
 
 
@@ -143,10 +145,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     system_sudo = os.environ.get("SCALECUA_SYSTEM_SUDO") == "1" and user is None
     fallback = python != args.python  # the system's python3: pyautogui is copied beside it, reached through the shim
     env.update({"DISPLAY": args.display, "HOME": home,
-                **install_shims(shims, python, system_sudo=system_sudo, with_pyautogui=fallback)})
+                **install_shims(shims, python, system_sudo=system_sudo, with_pyautogui=fallback, user=user)})
+    terminal_logs = os.path.join(shims, TERMINAL_LOGS)
     state = ProbeState(desktop=Desktop(args.display), home=home, env=user.child_env(env, home) if user else env,
                        python=os.path.join(shims, "python") if fallback else python, routes=routes,
-                       max_served_bytes=args.max_served_bytes, user=user)
+                       max_served_bytes=args.max_served_bytes, user=user,
+                       terminal_logs=terminal_logs if os.path.isdir(terminal_logs) else None)
     try:
         server = ProbeHTTPServer((args.host, args.port), routes, state, token)
     except OSError as exc:
@@ -159,6 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    stopped = threading.Event()
+    terminal.keep_logs_bounded(state, stopped)
     port = server.server_address[1]
     # the token goes to stdout, which only the process that started the probe reads
     print(json.dumps({"probe": "ready", "host": args.host, "port": port, "display": args.display, "token": token}),
@@ -166,6 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         server.serve_forever(poll_interval=0.2)
     finally:
+        stopped.set()
         server.server_close()
         state.launcher.terminate_all()
         shutil.rmtree(shims, ignore_errors=True)

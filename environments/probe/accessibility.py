@@ -27,12 +27,15 @@ import sys
 import xml.etree.ElementTree as ET
 import pyatspi
 
-NS = {
+NS = {  # OSWorld's Ubuntu namespaces, all declared on the root as its server does
     "st": "https://accessibility.ubuntu.example.org/ns/state",
     "attr": "https://accessibility.ubuntu.example.org/ns/attributes",
     "cp": "https://accessibility.ubuntu.example.org/ns/component",
+    "doc": "https://accessibility.ubuntu.example.org/ns/document",
+    "docattr": "https://accessibility.ubuntu.example.org/ns/document/attributes",
     "txt": "https://accessibility.ubuntu.example.org/ns/text",
     "val": "https://accessibility.ubuntu.example.org/ns/value",
+    "act": "https://accessibility.ubuntu.example.org/ns/action",
 }
 for prefix, uri in NS.items():
     ET.register_namespace(prefix, uri)
@@ -83,8 +86,22 @@ def node(acc, depth):
                 element.append(node(child, depth + 1))
     return element
 
+# the root is OSWorld's: a bare desktop-frame holding one element per application
+root = ET.Element("desktop-frame")
 desktop = pyatspi.Registry.getDesktop(0)
-sys.stdout.write(ET.tostring(node(desktop, 0), encoding="unicode"))
+for i in range(min(desktop.childCount, MAX_WIDTH)):
+    try:
+        app = desktop.getChildAtIndex(i)
+    except Exception:
+        continue
+    if app is not None and budget[0] > 0:
+        root.append(node(app, 1))
+xml = ET.tostring(root, encoding="unicode")
+# ElementTree declares only the prefixes it used, on the root's start tag (the root has no other attributes)
+end = xml.index(">")
+end -= xml[end - 1] == "/"
+declared = "".join(' xmlns:%s="%s"' % item for item in NS.items())
+sys.stdout.write("<desktop-frame" + declared + xml[end:])
 '''
 
 

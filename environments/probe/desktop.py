@@ -8,8 +8,6 @@ to PNG with numpy + zlib.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import re
 import struct
@@ -24,6 +22,7 @@ import numpy as np
 
 from core.types import Action, ActionType
 from environments.actions import grid_to_pixels, pixels_to_grid, xdotool_key
+from environments.probe.xclose import send_close_request
 
 XDOTOOL_TIMEOUT_S = 30.0
 TYPE_DELAY_MS = 8  # per character; xdotool's default (12) is slower than needed on Xvfb
@@ -40,6 +39,13 @@ class Window:
     window_id: int
     name: str
     wm_class: str  # "res_name.res_class", as wmctrl -x prints it
+    classes: tuple[str, ...] = ()  # res_name and res_class apart (either may contain dots)
+
+    @classmethod
+    def from_props(cls, window_id: int, props: dict[str, list[str]]) -> Window:
+        name = props.get("_NET_WM_NAME") or props.get("WM_NAME") or [""]
+        classes = tuple(props.get("WM_CLASS", []))
+        return cls(window_id, name[0], ".".join(classes), classes)
 
 
 class Desktop:
@@ -206,8 +212,7 @@ class Desktop:
             props = self._xprop(wid, "WM_CLASS", "_NET_WM_NAME", "WM_NAME")
             if props is None:
                 continue  # the window went away meanwhile
-            name = props.get("_NET_WM_NAME") or props.get("WM_NAME") or [""]
-            found.append(Window(int(wid), name[0], ".".join(props.get("WM_CLASS", []))))
+            found.append(Window.from_props(int(wid), props))
         return found
 
     def _xprop(self, wid: str, *names: str) -> dict[str, list[str]] | None:
@@ -226,6 +231,50 @@ class Desktop:
             if sep:
                 props[key.strip()] = [_unescape(v) for v in _QUOTED.findall(value)]
         return props
+
+    def client_windows(self) -> list[Window]:
+        """The windows the window manager manages (``_NET_CLIENT_LIST``, in its order), minimized ones included."""
+        try:
+            proc = subprocess.run(["xprop", "-root", "_NET_CLIENT_LIST"], env=self._env, capture_output=True,
+                                  text=True, timeout=5)
+        except (subprocess.TimeoutExpired, OSError):
+            return []
+        _, _, listed = proc.stdout.partition("#")
+        found = []
+        for wid in (w.strip() for w in listed.split(",")):
+            props = self._xprop(wid, "WM_CLASS", "_NET_WM_NAME", "WM_NAME") if wid else None
+            if props is not None:
+                found.append(Window.from_props(int(wid, 16), props))
+        return found
+
+    def active_window(self) -> Window | None:
+        """The window that has the focus, or None (no window manager, or nothing focused)."""
+        try:
+            wid = self.xdotool("getactivewindow", timeout=5).strip()
+        except ActionRejected:
+            return None
+        props = self._xprop(wid, "WM_CLASS", "_NET_WM_NAME", "WM_NAME") if wid.isdigit() else None
+        return Window.from_props(int(wid), props) if props is not None else None
+
+    def window_pid(self, window: Window) -> int | None:
+        """The process that owns the window (its ``_NET_WM_PID``), or None when it does not say."""
+        try:
+            pid = self.xdotool("getwindowpid", str(window.window_id), timeout=5).strip()
+        except ActionRejected:
+            return None
+        return int(pid) if pid.isdigit() else None
+
+    def window_size(self, window: Window) -> tuple[int, int] | None:
+        """Width and height of the client window (not its frame), or None when it is gone."""
+        try:
+            out = self.xdotool("getwindowgeometry", "--shell", str(window.window_id), timeout=5)
+        except ActionRejected:
+            return None
+        fields = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        try:
+            return int(fields["WIDTH"]), int(fields["HEIGHT"])
+        except (KeyError, ValueError):
+            return None
 
     def find_windows(self, name: str, *, strict: bool = False, by_class: bool = False) -> list[Window]:
         """wmctrl semantics: substring, case-insensitive; ``strict``: the whole string, case-sensitive."""
@@ -248,7 +297,10 @@ class Desktop:
 
     def close(self, window: Window) -> None:
         """Ask politely, as a window manager's close button does (``_NET_CLOSE_WINDOW``)."""
-        send_close_request(self.display, window.window_id)
+        try:
+            send_close_request(self.display, window.window_id)
+        except OSError as exc:
+            raise ActionRejected(str(exc)) from None
 
 
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
@@ -286,64 +338,3 @@ def resolve_path(path: str, home: str) -> str:
         path = home + path[1:]
     path = os.path.expandvars(path)
     return os.path.normpath(path if os.path.isabs(path) else os.path.join(home, path))
-
-
-# -- a single EWMH client message, through libX11 directly --------------------------
-
-
-class _XClientMessageEvent(ctypes.Structure):
-    _fields_ = [
-        ("type", ctypes.c_int),
-        ("serial", ctypes.c_ulong),
-        ("send_event", ctypes.c_int),
-        ("display", ctypes.c_void_p),
-        ("window", ctypes.c_ulong),
-        ("message_type", ctypes.c_ulong),
-        ("format", ctypes.c_int),
-        ("data", ctypes.c_long * 5),
-    ]
-
-
-class _XEvent(ctypes.Union):
-    _fields_ = [("xclient", _XClientMessageEvent), ("pad", ctypes.c_long * 24)]
-
-
-_CLIENT_MESSAGE = 33
-_SUBSTRUCTURE_MASKS = (1 << 19) | (1 << 20)  # SubstructureNotify | SubstructureRedirect
-
-
-def send_close_request(display: str, window_id: int) -> None:
-    """Send ``_NET_CLOSE_WINDOW`` to the root window (xdotool has no polite close).
-
-    Only the root window is addressed, so no X error (and no Xlib exit) can
-    follow from a window that vanished meanwhile.
-    """
-    libname = ctypes.util.find_library("X11") or "libX11.so.6"
-    x11 = ctypes.CDLL(libname)
-    x11.XOpenDisplay.restype = ctypes.c_void_p
-    x11.XOpenDisplay.argtypes = [ctypes.c_char_p]
-    x11.XDefaultRootWindow.restype = ctypes.c_ulong
-    x11.XDefaultRootWindow.argtypes = [ctypes.c_void_p]
-    x11.XInternAtom.restype = ctypes.c_ulong
-    x11.XInternAtom.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
-    x11.XSendEvent.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int, ctypes.c_long, ctypes.c_void_p]
-    x11.XFlush.argtypes = [ctypes.c_void_p]
-    x11.XCloseDisplay.argtypes = [ctypes.c_void_p]
-    dpy = x11.XOpenDisplay(display.encode())
-    if not dpy:
-        raise ActionRejected(f"cannot open display {display}")
-    try:
-        root = x11.XDefaultRootWindow(dpy)
-        event = _XEvent()
-        msg = event.xclient
-        msg.type = _CLIENT_MESSAGE
-        msg.send_event = 1
-        msg.window = window_id
-        msg.message_type = x11.XInternAtom(dpy, b"_NET_CLOSE_WINDOW", 0)
-        msg.format = 32
-        msg.data[0] = 0  # CurrentTime
-        msg.data[1] = 2  # source indication: pager / tool
-        x11.XSendEvent(dpy, root, 0, _SUBSTRUCTURE_MASKS, ctypes.byref(event))
-        x11.XFlush(dpy)
-    finally:
-        x11.XCloseDisplay(dpy)

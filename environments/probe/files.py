@@ -16,33 +16,31 @@ from environments.probe.server import HTTPError, Request, Response, json_respons
 DOWNLOAD_TIMEOUT_S = 300
 MAX_LISTED_ENTRIES = 10000
 
-# extension -> (argv prefix, WM_CLASS hint of the window it opens)
-_OPENERS: list[tuple[frozenset[str], list[str], str]] = [
-    (frozenset({".xlsx", ".xls", ".ods", ".csv"}), ["libreoffice", "--calc"], "libreoffice"),
-    (frozenset({".docx", ".doc", ".odt", ".rtf"}), ["libreoffice", "--writer"], "libreoffice"),
-    (frozenset({".pptx", ".ppt", ".odp"}), ["libreoffice", "--impress"], "libreoffice"),
-    (frozenset({".gnumeric"}), ["gnumeric"], "gnumeric"),
+# extension -> the argv prefix of the application that opens it
+_OPENERS: list[tuple[frozenset[str], list[str]]] = [
+    (frozenset({".xlsx", ".xls", ".ods", ".csv"}), ["libreoffice", "--calc"]),
+    (frozenset({".docx", ".doc", ".odt", ".rtf"}), ["libreoffice", "--writer"]),
+    (frozenset({".pptx", ".ppt", ".odp"}), ["libreoffice", "--impress"]),
+    (frozenset({".gnumeric"}), ["gnumeric"]),
     (
         frozenset({".txt", ".md", ".py", ".json", ".log", ".sh", ".yaml", ".yml", ".xml", ".ini", ".cfg", ".tex"}),
         ["mousepad"],
-        "mousepad",
     ),
     (
         frozenset({".html", ".htm", ".pdf", ".svg"}),
         # root needs --no-sandbox; --test-type hides the warning bar it would show
         ["chromium", "--no-sandbox", "--test-type", "--no-first-run", "--disable-gpu", "--password-store=basic"],
-        "chromium",
     ),
 ]
 
 
-def opener_for(path: str) -> tuple[list[str], str]:
-    """The command that opens ``path`` (the right app when installed, else xdg-open) and its window class."""
+def opener_for(path: str) -> list[str]:
+    """The command that opens ``path``: the right app when installed, else xdg-open."""
     suffix = Path(path).suffix.lower()
-    for suffixes, argv, class_hint in _OPENERS:
+    for suffixes, argv in _OPENERS:
         if suffix in suffixes and shutil.which(argv[0]):
-            return [*argv, path], class_hint
-    return ["xdg-open", path], ""
+            return [*argv, path]
+    return ["xdg-open", path]
 
 
 def get_file(state: Any, req: Request) -> Response:
@@ -50,7 +48,7 @@ def get_file(state: Any, req: Request) -> Response:
     raw = req.form().get("file_path")
     path = state.path(raw, "file_path")
     if not os.path.exists(path):
-        return json_response({"error": "File not found", "reason": f"no such file: {path}"}, 404)
+        return json_response({"status": "error", "error": "File not found", "message": f"no such file: {path}"}, 404)
     if os.path.isdir(path):
         raise HTTPError(400, f"{path} is a directory; use /list_directory")
     try:

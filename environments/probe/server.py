@@ -4,9 +4,10 @@ Why the standard library: the probe also runs inside containers and VMs next
 to arbitrary desktops, so its dependencies stay at Python + pydantic + Pillow
 + mss. A thread per connection is plenty for one desktop's traffic.
 
-Every failure becomes a JSON answer ``{"status": "error", "reason": ...}``
-with a 4xx (the request was wrong) or 5xx (the desktop failed) status; a
-handler bug never takes the server down.
+Every failure becomes a JSON answer ``{"status": "error", "error": ..., "message": ...}`` (both keys carry
+the reason: OSWorld's clients read ``error`` from some endpoints and its server writes ``message`` on others)
+with a 4xx (the request was wrong) or 5xx (the desktop failed) status, or an endpoint's own OSWorld-shaped
+body; a handler bug never takes the server down.
 """
 
 from __future__ import annotations
@@ -33,12 +34,18 @@ IDLE_CONNECTION_TIMEOUT_S = 300  # a silent client cannot hold a handler thread 
 
 
 class HTTPError(Exception):
-    """Raised by handlers: becomes a JSON error answer with ``status``."""
+    """Raised by handlers: becomes a JSON error answer with ``status``; ``body`` replaces the default error body
+    where OSWorld's server answers that endpoint's failures in a shape of its own."""
 
-    def __init__(self, status: int, reason: str):
+    def __init__(self, status: int, reason: str, body: dict[str, Any] | None = None):
         super().__init__(reason)
         self.status = status
         self.reason = reason
+        self.body = body
+
+
+def error_body(reason: str) -> dict[str, Any]:
+    return {"status": "error", "error": reason, "message": reason}
 
 
 @dataclass
@@ -167,10 +174,10 @@ class _ProbeRequestHandler(BaseHTTPRequestHandler):
         try:
             response = self._handle(method)
         except HTTPError as exc:
-            response = json_response({"status": "error", "reason": exc.reason}, exc.status)
+            response = json_response(exc.body if exc.body is not None else error_body(exc.reason), exc.status)
         except Exception as exc:  # a handler bug must not take the server down
             log.exception("probe handler failed", path=self.path)
-            response = json_response({"status": "error", "reason": f"internal error: {exc!r}"}, 500)
+            response = json_response(error_body(f"internal error: {exc!r}"), 500)
         self._send(response)
 
     def _handle(self, method: str) -> Response:

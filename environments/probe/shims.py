@@ -15,9 +15,10 @@ OSWorld's setups run ``python -c "import pyautogui; ..."`` (52 commands in the p
   ``system_sudo``);
 * ``google-chrome`` (where only Chromium is installed): Chromium with Chrome's profile directory and a free
   DevTools port (:data:`GOOGLE_CHROME`);
+* ``xterm`` (and ``x-terminal-emulator`` where that is xterm): xterm logging what it shows into a directory of the
+  desktop's user (:data:`XTERM`), where the probe's ``/terminal`` reads the active terminal's text;
 
-and points ``XAUTHORITY`` at an empty file there (python-xlib, under pyautogui, insists on one; Xvfb
-runs without authorization).
+and points ``XAUTHORITY`` at a file there whose one entry names no display (:func:`write_xauthority`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -87,6 +89,54 @@ exec {chromium} --user-data-dir="$HOME/.config/google-chrome" --no-sandbox --tes
 """
 
 
+XTERM = """#!/bin/sh
+# ScaleCUA desktop: xterm logs what it shows (environments/probe/shims.py), so the probe's /terminal can read the
+# active terminal's text, as OSWorld's server reads gnome-terminal's through AT-SPI (xterm has no accessibility).
+exec {xterm} -l -lf {logs}/xterm-$$.log "$@"
+"""
+#: the directory (in the shims' directory) where the shimmed xterms log, one ``xterm-PID.log`` each
+TERMINAL_LOGS = "terminals"
+#: an X authority entry's family for a host's local connections (Xauth.h's FamilyLocal)
+FAMILY_LOCAL = 256
+
+
+def write_xauthority(path: Path) -> None:
+    """An X authority file with one entry, for a host no display is on (``scalecua.invalid``).
+
+    python-xlib (under pyautogui) prints ``Xlib.xauth: warning, no xauthority details available`` to stdout for a
+    file without entries: that put two lines before every pyautogui command's own output, so OSWorld's
+    ``get_vm_platform()`` never read ``Linux``. An entry that matches nothing keeps both python-xlib and libX11
+    sending no credentials, which an Xvfb started without ``-auth`` (this project's displays) accepts. Some file
+    is needed: python-xlib cannot connect without a readable one, and the desktop's user cannot read the probe's.
+    """
+    def counted(data: bytes) -> bytes:
+        return struct.pack(">H", len(data)) + data
+
+    entry = struct.pack(">H", FAMILY_LOCAL) + b"".join(
+        counted(part) for part in (b"scalecua.invalid", b"0", b"MIT-MAGIC-COOKIE-1", bytes(16)))
+    path.write_bytes(entry)
+    path.chmod(0o644)
+
+
+def _install_xterm(root: Path, owner: Any | None) -> list[str]:
+    """The xterm shims and their log directory (owned by ``owner``, the desktop's user, who runs the xterms)."""
+    xterm = shutil.which("xterm")
+    if xterm is None:
+        return []
+    logs = root / TERMINAL_LOGS
+    logs.mkdir(mode=0o700, exist_ok=True)
+    if owner is not None:
+        os.chown(logs, owner.uid, owner.gid)
+    names = ["xterm"]
+    emulator = shutil.which("x-terminal-emulator")
+    if emulator and os.path.realpath(emulator) == os.path.realpath(xterm):
+        names.append("x-terminal-emulator")
+    script = XTERM.replace("{xterm}", shlex.quote(xterm)).replace("{logs}", shlex.quote(str(logs)))
+    for name in names:
+        (root / name).write_text(script)
+    return names
+
+
 def child_python(python: str, user: Any | None) -> str:
     """The interpreter for the desktop's ``python`` and ``/run_python``: the probe's own when the desktop's user
     can run it, else the system's ``python3`` (e.g. a virtual environment under root's 0700 home)."""
@@ -128,10 +178,11 @@ def copy_pyautogui(site: Path) -> bool:
 
 
 def install_shims(directory: str | Path, python: str, *, system_sudo: bool = False,
-                  with_pyautogui: bool = False) -> dict[str, str]:
+                  with_pyautogui: bool = False, user: Any | None = None) -> dict[str, str]:
     """Write the shims into ``directory``; returns the environment changes for the probe's children.
     ``system_sudo``: no sudo shim (the image's user has a real sudo); ``with_pyautogui``: ``python`` is not the
-    probe's interpreter, so pyautogui is copied beside it (:func:`copy_pyautogui`)."""
+    probe's interpreter, so pyautogui is copied beside it (:func:`copy_pyautogui`); ``user``: the desktop's user
+    (a :class:`environments.desktop_user.DesktopUser`), whose xterms write their logs here."""
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
     path = ""
@@ -147,9 +198,9 @@ def install_shims(directory: str | Path, python: str, *, system_sudo: bool = Fal
     if chromium and not shutil.which("google-chrome"):  # a real Chrome is used as it is
         (root / "google-chrome").write_text(GOOGLE_CHROME.replace("{chromium}", shlex.quote(chromium)))
         names.append("google-chrome")
+    names += _install_xterm(root, user)
     for name in names:
         (root / name).chmod(0o755)
     xauthority = root / "Xauthority"
-    xauthority.touch()
-    xauthority.chmod(0o644)
+    write_xauthority(xauthority)
     return {"PATH": f"{root}{os.pathsep}{os.environ.get('PATH', os.defpath)}", "XAUTHORITY": str(xauthority)}

@@ -11,9 +11,11 @@ import http.client
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 import pytest
 
+from environments import desktop_user
 from environments import display as display_mod
 from environments.client import EnvironmentClient
 
@@ -32,7 +35,7 @@ class DesktopSession:
     env_id: str
     display: str
     port: int
-    token: str
+    token: str | None
     home: Path
     pids: dict[str, int]
     process: subprocess.Popen[bytes]
@@ -54,16 +57,23 @@ class DesktopSession:
         return asyncio.run(main())
 
 
-def start_session(root: Path, *, token: str | None = None, extra_args: tuple[str, ...] = ()) -> DesktopSession:
+def start_session(root: Path, *, token: str | None = None, extra_args: tuple[str, ...] = (), no_auth: bool = False,
+                  user: str | None = None) -> DesktopSession:
+    """``no_auth``: the probe serves without a token, as OSWorld's clients expect (``token`` is then None);
+    ``user``: the desktop runs as that unprivileged user (we must be root; ``root`` must be reachable by it)."""
     env_id = f"test-{secrets.token_hex(4)}"
-    token = token or secrets.token_urlsafe(16)
+    token = None if no_auth else token or secrets.token_urlsafe(16)
     home = root / "home"
     home.mkdir(parents=True, exist_ok=True)
+    args = [*extra_args, *(["--no-auth"] if no_auth else []), *(["--user", user] if user else [])]
+    if user:
+        desktop_user.chown_tree(home, desktop_user.lookup(user))
+    env = {k: v for k, v in os.environ.items() if k != "SCALECUA_PROBE_TOKEN"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "environments.display", "--env-id", env_id, "--home", str(home),
-         "--runtime-dir", str(root / "runtime"), *extra_args],
+         "--runtime-dir", str(root / "runtime"), *args],
         stdout=subprocess.PIPE, stderr=open(root / "session.log", "wb"),  # noqa: SIM115
-        env={**os.environ, "SCALECUA_PROBE_TOKEN": token}, start_new_session=True,
+        env={**env, "SCALECUA_PROBE_TOKEN": token} if token else env, start_new_session=True,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -90,6 +100,27 @@ def desktop(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untype
         yield session
     finally:
         stop_session(session)
+
+
+#: the unprivileged user a root trainer's desktops run as (local-desktop's default desktop_user)
+DESKTOP_USER = "scalecua-desktop"
+
+
+@pytest.fixture(scope="module")
+def osworld_desktop():  # type: ignore[no-untyped-def]
+    """A desktop whose probe speaks OSWorld's protocol as OSWorld's own clients expect it: without a token, and,
+    when the tests run as root, run by the unprivileged desktop user, as a root trainer's desktops are."""
+    root = Path(tempfile.mkdtemp(prefix="scalecua-osworld-"))  # not under pytest's 0700 root: the user reaches it
+    root.chmod(0o755)
+    user = desktop_user.resolve(DESKTOP_USER) if os.geteuid() == 0 else None
+    if user is not None:
+        desktop_user.check_reachable(root, user)
+    session = start_session(root, no_auth=True, user=user.name if user else None)
+    try:
+        yield session
+    finally:
+        stop_session(session)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.05) -> bool:

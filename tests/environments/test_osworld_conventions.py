@@ -57,7 +57,7 @@ def test_local_desktop_offers_python_with_pyautogui_google_chrome_and_an_unprivi
         assert results["whoami"]["output"].strip() == "scalecua-desktop"
     for name, expected in (("python", "(321, 234)"), ("python3", "(123, 432)")):
         assert results[name]["returncode"] == 0, results[name]
-        assert results[name]["output"].splitlines()[-1] == expected  # python-xlib may warn on stdout first
+        assert results[name]["output"] == expected + "\n"  # and nothing else: python-xlib finds an Xauthority entry
     if shutil.which("chromium") or shutil.which("google-chrome"):
         assert results["chrome"]["returncode"] == 0, results["chrome"]
         assert "chrom" in results["chrome"]["output"].lower()
@@ -91,3 +91,25 @@ def test_an_interpreter_without_pyautogui_gets_a_copy_of_its_pure_python_files(t
     assert not list(site.rglob("*.so")) and not (site / "mouseinfo").exists()  # compiled ones and MouseInfo stay out
     assert f"export PYTHONPATH={site}" in (tmp_path / "python").read_text()
     assert all(oct(p.stat().st_mode)[-3:] in ("755", "644") for p in site.rglob("*"))
+
+
+def test_the_xauthority_holds_one_entry_that_names_no_display(tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
+    from Xlib import xauth
+
+    install_shims(tmp_path, "/usr/bin/python3")
+    entries = list(xauth.Xauthority(str(tmp_path / "Xauthority")))
+    assert capfd.readouterr().out == ""  # an empty file made python-xlib print a warning to stdout
+    assert len(entries) == 1 and entries[0][1] == b"scalecua.invalid"
+
+
+def test_the_desktop_user_gets_only_the_path_entries_it_can_search(tmp_path: Path) -> None:
+    from environments import desktop_user
+
+    if os.geteuid() != 0:
+        pytest.skip("a desktop user exists only for a root trainer")
+    user = desktop_user.resolve("scalecua-desktop")
+    assert user is not None
+    closed = tmp_path / "closed"  # pytest's tmp_path sits under a 0700 directory of root's
+    closed.mkdir()
+    env = user.child_env({"PATH": f"{closed}:/usr/bin::/bin:/no/such/dir"}, "/tmp")
+    assert env["PATH"] == "/usr/bin:/bin"

@@ -32,6 +32,12 @@ def test_the_tree_shows_the_open_application(tmp_path: Path) -> None:
         stop_session(session)
     assert tree is not None
     root = ET.fromstring(tree)
+    # OSWorld's root: a bare desktop-frame declaring all its namespaces (unused ones too), one child per application
+    assert root.tag == "desktop-frame" and root.attrib == {}
+    start_tag = tree[: tree.index(">")]
+    for prefix in ("st", "attr", "cp", "doc", "docattr", "txt", "val", "act"):
+        assert f'xmlns:{prefix}="https://accessibility.ubuntu.example.org/ns/' in start_tag, prefix
+    assert {child.tag for child in root} == {"application"}
     apps = {app.get("name"): app for app in root.iter("application")}
     assert "mousepad" in apps
     frames = [f for f in apps["mousepad"].iter("frame") if "notes.txt" in (f.get("name") or "")]

@@ -85,7 +85,7 @@ def test_served_files_and_downloads_are_bounded(desktop: DesktopSession, tmp_pat
         status, data = call(port, "POST", "/file", token=token, form={"file_path": "~/small.txt"})
         assert status == 200 and data == b"x" * 100
         status, data = call(port, "POST", "/file", token=token, form={"file_path": "~/big.txt"})
-        assert status == 413 and "larger than 1000 bytes" in json.loads(data)["reason"]
+        assert status == 413 and "larger than 1000 bytes" in json.loads(data)["error"]
         assert call(port, "GET", "/read?path=" + urllib.parse.quote(str(home / "big.txt")), token=token)[0] == 413
         status, data = call(port, "POST", "/setup/download_file", token=token,
                             body={"url": (home / "big.txt").as_uri(), "path": "~/copy.txt"})
@@ -100,4 +100,4 @@ def test_paths_are_normalized_before_use(desktop: DesktopSession) -> None:
         status, data = call(port, "POST", "/file", token=token, form={"file_path": "~/no/such/dir/../../../target.txt"})
         assert status == 200 and data == b"found"  # a/../b is b, whether or not a exists
         status, data = call(port, "POST", "/file", token=token, form={"file_path": "~/target.txt\x00.png"})
-        assert status == 400 and "NUL" in json.loads(data)["reason"]
+        assert status == 400 and "NUL" in json.loads(data)["error"]

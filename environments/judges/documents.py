@@ -1,12 +1,19 @@
 """Word-processor metrics over ``.docx`` (python-docx) and ``.odt`` (its XML, no extra dependency).
 
-* ``compare_docx_files`` (OSWorld's name) — same paragraph text as the gold file.
+* ``compare_docx_files`` (OSWorld's name) — the text of a result document against the gold document, scored as
+  OSWorld scores it (see :func:`compare_docx_files`).
 * ``check_document`` — rules on one document: ``contains`` / ``excludes``
   strings, and ``paragraphs`` entries ``{"match": regex, "style": "Heading 1",
   "bold": true, "italic": true, "alignment": "center"}`` that some paragraph
   must satisfy.
 * ``compare_document_text`` — the document's text equals a gold text file.
 * ``compare_docx_tables`` (OSWorld's name) — the same tables, cell by cell (stripped text).
+
+Where OSWorld's ``compare_docx_files`` reads an ``.odt`` it uses odfpy; this module reads the same paragraphs
+from the package's XML (:func:`odfpy_paragraph_texts`). Upstream's behaviour on inputs no task gives is not
+mirrored: a ``content.xml`` or ``styles.xml`` that is not well-formed XML is skipped here, where odfpy keeps
+whatever paragraphs it parsed before the error, and a :class:`pathlib.Path` is accepted where upstream's suffix
+test raises on anything but a string.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ _ODF_TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
 _ODF_STYLE = "urn:oasis:names:tc:opendocument:xmlns:style:1.0"
 _ODF_FO = "urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0"
 _ODF_OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
+_ODF_MANIFEST = "urn:oasis:names:tc:opendocument:xmlns:manifest:1.0"
 
 
 @dataclass
@@ -150,28 +158,108 @@ def _load_or_none(path: str | None) -> list[Paragraph] | None:
         return None
 
 
-def _norm(text: str, ignore_blanks: bool, ignore_case: bool) -> str:
-    if ignore_blanks:
-        text = re.sub(r"\s+", " ", text).strip()
+def _norm(text: str, ignore_case: bool) -> str:
+    text = re.sub(r"\s+", " ", text).strip()
     return text.lower() if ignore_case else text
+
+
+def docx_paragraph_texts(path: str) -> list[str] | None:
+    """Each top-level paragraph's text (python-docx's ``Paragraph.text``); None when the file does not load."""
+    from docx import Document
+
+    try:
+        return [p.text for p in Document(path).paragraphs]
+    except Exception as exc:  # noqa: BLE001 - as upstream: python-docx raises many kinds; any means "no document"
+        log.info("not a readable .docx", path=path, error=f"{type(exc).__name__}: {exc}")
+        return None
+
+
+def _odf_span_text(span: ElementTree.Element) -> str:
+    return (span.text or "") + "".join(child.tail or "" for child in span)
+
+
+def _odfpy_paragraph_text(paragraph: ElementTree.Element) -> str:
+    # OSWorld joins a text:p's own text nodes and the text nodes directly inside its text:span children; text in
+    # any other child (links, nested spans, text:s, tabs, line breaks, notes) is dropped.
+    parts = [paragraph.text or ""]
+    for child in paragraph:
+        if child.tag == f"{{{_ODF_TEXT}}}span":
+            parts.append(_odf_span_text(child))
+        parts.append(child.tail or "")
+    return "".join(parts)
+
+
+def odfpy_paragraph_texts(path: str) -> list[str] | None:
+    """The texts OSWorld reads from an ``.odt`` (odfpy's ``getElementsByType(P)``): every ``text:p`` (not
+    ``text:h``) of ``content.xml`` and then of ``styles.xml`` (headers, footers), each part only where the
+    manifest lists it, in document order. None when the package does not open or has no manifest."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            manifest = ElementTree.fromstring(archive.read("META-INF/manifest.xml"))
+            entries = manifest.iter(f"{{{_ODF_MANIFEST}}}file-entry")
+            listed = {entry.get(f"{{{_ODF_MANIFEST}}}full-path") for entry in entries}
+            parts = [archive.read(name) for name in ("content.xml", "styles.xml")
+                     if name in listed and name in archive.namelist()]
+    except (OSError, zipfile.BadZipFile, KeyError, ElementTree.ParseError) as exc:
+        log.info("not a readable .odt", path=path, error=f"{type(exc).__name__}: {exc}")
+        return None
+    texts = []
+    for part in parts:
+        try:
+            root = ElementTree.fromstring(part)
+        except ElementTree.ParseError as exc:
+            log.info("an .odt part is not well-formed XML", path=path, error=str(exc))
+            continue
+        texts.extend(_odfpy_paragraph_text(p) for p in root.iter(f"{{{_ODF_TEXT}}}p"))
+    return texts
+
+
+def _ratio(first: str, second: str) -> float:
+    from rapidfuzz import fuzz
+
+    return fuzz.ratio(first, second) / 100.0
 
 
 def compare_docx_files(result: str | None, expected: str | None = None, *, ignore_blanks: bool = True,
                        ignore_case: bool = False, ignore_order: bool = False, content_only: bool = False,
-                       **_: Any) -> float:
-    """1 when both documents have the same non-empty paragraphs (text only)."""
-    actual, gold = _load_or_none(result), _load_or_none(expected)
-    if actual is None or gold is None:
+                       fuzzy_match: bool = False, delete_empty_lines: bool = False, **_: Any) -> float:
+    """OSWorld's ``compare_docx_files``: both files ``.docx`` or both ``.odt`` (any other pair scores 0), compared
+    by their paragraph texts.
+
+    ``ignore_order`` sorts the paragraphs and ``delete_empty_lines`` drops blank ones first. ``content_only``
+    returns the similarity (rapidfuzz's ratio, 0..1) of the whole texts with every whitespace run made one space.
+    Otherwise ``ignore_blanks`` (the default) compares those whole texts once, so a paragraph split in two still
+    matches, and ``fuzzy_match`` returns their similarity; with ``ignore_blanks=False`` the paragraph counts must
+    agree and paragraphs compare one by one (``fuzzy_match``: the mean similarity). ``ignore_case`` lowers both.
+    """
+    if not result or not expected:
         return 0.0
-    a = [_norm(p.text, ignore_blanks, ignore_case) for p in actual]
-    b = [_norm(p.text, ignore_blanks, ignore_case) for p in gold]
-    if ignore_blanks:
-        a, b = [t for t in a if t], [t for t in b if t]
-    if content_only:
-        return float(_norm(" ".join(a), True, ignore_case) == _norm(" ".join(b), True, ignore_case))
+    first, second = str(result), str(expected)
+    if first.endswith(".docx") and second.endswith(".docx"):
+        mine, gold = docx_paragraph_texts(first), docx_paragraph_texts(second)
+    elif first.endswith(".odt") and second.endswith(".odt"):
+        mine, gold = odfpy_paragraph_texts(first), odfpy_paragraph_texts(second)
+    else:
+        log.info("compare_docx_files needs two .docx or two .odt files", result=first, expected=second)
+        return 0.0
+    if mine is None or gold is None:
+        return 0.0
     if ignore_order:
-        a, b = sorted(a), sorted(b)
-    return float(a == b)
+        mine, gold = sorted(mine), sorted(gold)
+    if delete_empty_lines:
+        mine, gold = [p for p in mine if p.strip()], [p for p in gold if p.strip()]
+    if content_only or ignore_blanks:
+        whole_mine, whole_gold = _norm("\n".join(mine), ignore_case), _norm("\n".join(gold), ignore_case)
+        if content_only or fuzzy_match:
+            return _ratio(whole_mine, whole_gold)
+        return float(whole_mine == whole_gold)
+    if len(mine) != len(gold):
+        return 0.0
+    if ignore_case:
+        mine, gold = [p.lower() for p in mine], [p.lower() for p in gold]
+    if fuzzy_match:
+        return sum(_ratio(a, b) for a, b in zip(mine, gold)) / len(mine) if mine else 1.0
+    return float(mine == gold)
 
 
 def compare_docx_tables(result: str | None, expected: str | None = None, **_: Any) -> float:
@@ -200,8 +288,14 @@ def compare_docx_tables(result: str | None, expected: str | None = None, **_: An
 
 def compare_document_text(result: str | None, expected: str | None = None, *, ignore_case: bool = False,
                           **_: Any) -> float:
-    """1 when the document's non-empty paragraphs equal the gold text file's non-empty lines."""
-    return compare_docx_files(result, expected, ignore_blanks=True, ignore_case=ignore_case)
+    """1 when the document's non-empty paragraphs equal the gold file's non-empty lines (or paragraphs), each with
+    its whitespace runs made one space. Any pair of .docx, .odt and .txt files compares."""
+    actual, gold = _load_or_none(result), _load_or_none(expected)
+    if actual is None or gold is None:
+        return 0.0
+    mine = [text for text in (_norm(p.text, ignore_case) for p in actual) if text]
+    theirs = [text for text in (_norm(p.text, ignore_case) for p in gold) if text]
+    return float(mine == theirs)
 
 
 def _paragraph_matches(p: Paragraph, want: Mapping[str, Any]) -> bool:

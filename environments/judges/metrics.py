@@ -5,7 +5,9 @@ and is pure: it reads only its arguments (and the local files they name).
 Names and argument shapes follow OSWorld's ``desktop_env.evaluators.metrics``
 so task JSON written for OSWorld scores the same here: ``expected`` is often
 the dict a ``rule`` getter returns (``{"expected": ...}`` or
-``{"include": [...], "exclude": [...]}``).
+``{"include": [...], "exclude": [...]}``). Where an upstream function raises instead of
+scoring (``check_direct_json_object`` on text that is not JSON, such as a broken script's
+output), the metric here scores 0.
 """
 
 from __future__ import annotations
@@ -243,44 +245,60 @@ def check_json(result: str | None, rules: Any = None, *, is_yaml: bool = False, 
     return 1.0
 
 
-def check_direct_json_object(result: Any, rules: Any = None, **_: Any) -> float:
-    """Compare a JSON object (or its text) with ``rules["expected"]`` key by key.
+#: the value upstream's getters put in ``expected`` when they could not compute it (the task then scores 0)
+EVALUATION_FAILED = "__EVALUATION_FAILED__"
 
-    ``expect_in_result: true`` instead requires each expected value to occur in
-    the result's value (substring / membership).
+
+def check_direct_json_object(result: Any, rules: Any = None, **_: Any) -> float:
+    """OSWorld's ``check_direct_json_object``: a JSON object (or its text) against ``rules["expected"]``, key by key.
+
+    A string result is stripped and every ``'`` becomes ``"`` (so a printed Python dict parses) before it is
+    parsed. Without ``expect_in_result`` each expected value must equal the result's (``==``; a missing key reads
+    as None); an ``ignore_list_order`` entry *inside* ``expected`` sorts both sides of every key first (one at the
+    level of ``rules`` is ignored, as upstream ignores it). With ``expect_in_result`` an expected string must be
+    ``in`` the result's value (a substring, a list member or a key) and an expected list is a set of alternatives:
+    one must be a member of the result's list or equal to its string; any other expected type scores 0. An
+    expected value :data:`EVALUATION_FAILED` scores 0. Upstream raises on a string that does not parse; it scores
+    0 here.
     """
-    if isinstance(result, (str, bytes)):
+    if isinstance(result, str):
         try:
-            result = json.loads(result)
-        except ValueError:
+            result = json.loads(result.strip().replace("'", '"'))
+        except ValueError as exc:
+            log.info("result is not JSON", error=str(exc))
             return 0.0
-    if not isinstance(result, Mapping):
+    if result is None or not isinstance(rules, Mapping) or not isinstance(rules.get("expected"), Mapping):
         return 0.0
-    rules = rules or {}
-    expected: Mapping[str, Any] = rules.get("expected", {})
-    contains = bool(rules.get("expect_in_result", False))
+    expected: Mapping[str, Any] = rules["expected"]
+    if any(value == EVALUATION_FAILED for value in expected.values()):
+        return 0.0
+    if expected and not isinstance(result, Mapping):
+        return 0.0
+    if rules.get("expect_in_result", False):
+        return float(all(_expected_in(want, result.get(key)) for key, want in expected.items()))
+    ignore_list_order = bool(expected.get("ignore_list_order", False))
     for key, want in expected.items():
         got = result.get(key)
-        if contains:
-            if got is None or want not in got:
+        if ignore_list_order:
+            try:
+                want, got = sorted(want), sorted(got)
+            except TypeError:  # not a list of comparable values (upstream's ``sorted`` raises and scores 0)
                 return 0.0
-        elif _normalize_json(got) != _normalize_json(want):
+        if want != got:
             return 0.0
     return 1.0
 
 
-def _normalize_json(value: Any) -> Any:
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        return value.strip()
-    if isinstance(value, list):
-        return [_normalize_json(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _normalize_json(v) for k, v in value.items()}
-    return value
+def _expected_in(want: Any, got: Any) -> bool:
+    if isinstance(want, list):
+        return any((isinstance(got, list) and item in got) or (isinstance(got, str) and item == got)
+                   for item in want)
+    if isinstance(want, str):
+        try:
+            return want in got
+        except TypeError:  # a number, a bool or None holds nothing (upstream's ``in`` raises and scores 0)
+            return False
+    return False
 
 
 # ---------------------------------------------------------------------------

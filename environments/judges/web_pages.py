@@ -47,6 +47,7 @@ from typing import Any, Mapping, Sequence
 import structlog
 
 from core.errors import ScaleCUAError
+from environments.judges.metrics import EVALUATION_FAILED as FAILED
 
 log = structlog.get_logger(__name__)
 
@@ -62,7 +63,6 @@ RECREATION_HEADERS = {
 }
 NEXT_AVAILABLE = ["button.next-available", "button[class*='next-available']", "button[class*='next']",
                   ".next-available", "[data-testid*='next']"]
-FAILED = "__EVALUATION_FAILED__"
 _ACTIONS = ("inner_text", "attribute", "click_and_inner_text", "click_and_attribute")
 
 

@@ -114,10 +114,15 @@ def test_check_json_expect_and_unexpect(tmp_path: Path) -> None:
 
 def test_check_direct_json_object() -> None:
     rules = {"expected": {"name": "Rosa", "count": 2}}
-    assert m.check_direct_json_object({"name": "Rosa ", "count": 2.0, "extra": 1}, rules) == 1.0
+    assert m.check_direct_json_object({"name": "Rosa", "count": 2.0, "extra": 1}, rules) == 1.0
+    assert m.check_direct_json_object({"name": "Rosa ", "count": 2}, rules) == 0.0  # values compare exactly
     assert m.check_direct_json_object('{"name": "Rosa", "count": 3}', rules) == 0.0
+    assert m.check_direct_json_object("{'name': 'Rosa', 'count': 2}\n", rules) == 1.0  # a printed dict parses
     assert m.check_direct_json_object("not json", rules) == 0.0
     assert m.check_direct_json_object({"tags": "red, blue"}, {"expected": {"tags": "blue"}, "expect_in_result": True}) == 1.0
+    alternatives = {"expected": {"name": ["Kili", "Kilimanjaro.jpg"]}, "expect_in_result": True}
+    assert m.check_direct_json_object({"name": "Kilimanjaro.jpg"}, alternatives) == 1.0  # a list: any of them
+    assert m.check_direct_json_object({"name": "Kilimanjaro"}, alternatives) == 0.0
 
 
 def test_infeasible_metric_itself_never_scores() -> None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import zipfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 from xml.etree import ElementTree
 
 import structlog
@@ -71,22 +71,27 @@ class Checks:
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> Checks:
-        known = {f"examine_{f.name}" for f in dataclasses.fields(cls) if f.name != "tolerance"}
-        values: dict[str, Any] = {}
-        unknown = []
-        for key, value in options.items():
-            if key.startswith("_") or key == "enable_debug":
-                continue
-            if key == "approximately_tolerance":
-                values["tolerance"] = float(value)
-            elif key in known:
-                values[key.removeprefix("examine_")] = bool(value)
-            else:
-                unknown.append(key)
+        unknown = unknown_options(options)
         if unknown:
             raise ValueError(f"compare_pptx_files: unknown option(s) {sorted(unknown)}; known: "
-                             f"{sorted(known | {'approximately_tolerance'})}")
+                             f"{sorted(_option_names())}")
+        values: dict[str, Any] = {}
+        for key, value in options.items():
+            if key == "approximately_tolerance":
+                values["tolerance"] = float(value)
+            elif key.startswith("examine_"):
+                values[key.removeprefix("examine_")] = bool(value)
         return cls(**values)
+
+
+def _option_names() -> set[str]:
+    return {f"examine_{f.name}" for f in dataclasses.fields(Checks) if f.name != "tolerance"} | {"approximately_tolerance"}
+
+
+def unknown_options(options: Mapping[str, Any]) -> list[str]:
+    """``compare_pptx_files`` options it does not read (``_``-prefixed notes and ``enable_debug`` are ignored, as
+    upstream ignores them)."""
+    return [key for key in options if not (key.startswith("_") or key == "enable_debug" or key in _option_names())]
 
 
 class Mismatch(Exception):

@@ -94,6 +94,22 @@ RULES: dict[str, RuleCheck] = {
 }
 
 
+def unknown_parts(options: Mapping[str, Any]) -> list[str]:
+    """What ``compare_table`` options ask that this module cannot evaluate: rule types and cell properties
+    (``environments.judges.coverage`` counts a task covered only when this is empty)."""
+    from environments.judges.table_cells import EXTRA_PROPS, STYLE_PROPS
+
+    known_props = {"value", *STYLE_PROPS, *EXTRA_PROPS}
+    unknown = []
+    for rule in options.get("rules") or []:
+        kind = rule.get("type")
+        if kind not in RULES:
+            unknown.append(f"rule {kind}")
+        props = rule.get("props", {}) if kind in ("check_cell", "style") else {}
+        unknown += [f"{kind} property {p}" for p in props if p not in known_props]
+    return unknown
+
+
 def compare_table(result: str | None, expected: str | None = None, *, rules: Sequence[Mapping[str, Any]] | None = None,
                   **_: Any) -> float:
     """1 when every rule holds (default: the first sheets hold the same data), else 0."""

@@ -291,6 +291,16 @@ class EnvironmentClient:
         payload = {"window_name": window_name, "strict": strict, "by_class": by_class}
         return (await self._post_json("/setup/close_window", payload)).text
 
+    # -- screen recordings -------------------------------------------------------
+
+    async def start_recording(self) -> None:
+        """Start recording the screen (OSWorld's ``/start_recording``; the desktop needs ffmpeg)."""
+        await self._request("POST", "/start_recording", timeout=max(self.timeout, 30))
+
+    async def end_recording(self) -> bytes:
+        """Stop the recording and return it (MP4 bytes)."""
+        return (await self._request("POST", "/end_recording", timeout=max(self.timeout, 60))).content
+
     # -- our additions ---------------------------------------------------------
 
     async def act(self, action: Action) -> dict[str, Any]:

@@ -7,6 +7,7 @@ loopback port with a random bearer token, plus a home directory of its own.
 the template, runs the task's setup steps and returns the first observation.
 With ``download_mirror``, setup's http(s) downloads and ``cloud_file`` gold
 files come from that directory instead of the network (:mod:`environments.mirror`).
+With ``record_video``, each episode's screen is recorded (:mod:`environments.recordings`).
 
 Environments are pooled: ``acquire`` hands out an idle one or starts a new one
 (up to ``max_environments``); ``release(discard=True)`` replaces a
@@ -38,6 +39,7 @@ from environments import desktop_user, display, home_template
 from environments.client import EnvironmentClient, ProbeError, act_and_observe
 from environments.desktop_protocol import DesktopProtocol
 from environments.mirror import LAYOUT, check_mirror
+from environments.recordings import EpisodeRecording
 from environments.setup import SetupContext, SetupError, run_setup
 
 log = structlog.get_logger(__name__)
@@ -92,6 +94,11 @@ class LocalDesktopOptions(BaseModel):
         f"cloud_file gold files) instead of the network, laid out as {LAYOUT}; a file it lacks fails the reset "
         "with FilesMissing (null: the network)"
     )
+    record_video: bool = Field(
+        False, description="record each episode's screen (ffmpeg, Debian package ffmpeg) from the end of its reset "
+        "until the desktop is released (judging included) into <run_dir>/recordings/ (without a run directory: "
+        "<work_dir>/recordings/); the trajectory's `recording` names the MP4 and the episode viewer plays it"
+    )
 
 
 def check_programs(options: LocalDesktopOptions) -> None:
@@ -101,6 +108,8 @@ def check_programs(options: LocalDesktopOptions) -> None:
         needed[options.window_manager] = options.window_manager
     for app in options.allowed_apps or []:
         needed[app] = app
+    if options.record_video:
+        needed["ffmpeg"] = "ffmpeg"
     missing = [f"{prog} (Debian package {pkg})" for prog, pkg in needed.items() if shutil.which(prog) is None]
     if missing:
         raise ScaleCUAError(f"local-desktop: missing programs: {', '.join(missing)}. Install them with apt-get.")
@@ -112,7 +121,7 @@ class LocalDesktop(Environment):
     isolated = False
 
     def __init__(self, env_id: str, root: Path, template: Path, options: LocalDesktopOptions,
-                 user: desktop_user.DesktopUser | None = None):
+                 user: desktop_user.DesktopUser | None = None, recordings: Path | None = None):
         self.env_id = env_id
         self.user = user
         self.root = root
@@ -125,6 +134,8 @@ class LocalDesktop(Environment):
         self._token = secrets.token_urlsafe(24)
         self._session: asyncio.subprocess.Process | None = None
         self._core_pids: set[int] = set()
+        #: the screen recordings of its episodes (record_video), saved into ``recordings``
+        self.recording = EpisodeRecording(recordings, env_id) if recordings is not None else None
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -180,6 +191,7 @@ class LocalDesktop(Environment):
 
     async def close(self) -> None:
         if self.client is not None:
+            await self.end_recording()
             await self.client.close()
         session = self._session
         if session is not None and session.returncode is None:
@@ -234,6 +246,7 @@ class LocalDesktop(Environment):
 
     async def _reset_once(self, task: Task) -> Observation:
         client = self._client()
+        await self.end_recording()  # reset again without a release in between: the last one is kept too
         await self.kill_apps()
         await asyncio.to_thread(self._restore_home)
         # input state survives the apps: release anything held, put the cursor in the middle
@@ -242,7 +255,16 @@ class LocalDesktop(Environment):
         await run_setup(client, task.config, self.setup_context(task))
         if self.options.settle_s:
             await asyncio.sleep(self.options.settle_s)
-        return await self.observe()
+        recording = await self.recording.start(client) if self.recording is not None else None
+        observation = await self.observe()
+        if recording is not None:  # the episode runner names it in the trajectory
+            observation.info["recording"] = str(recording)
+        return observation
+
+    async def end_recording(self) -> None:
+        """End and save the running screen recording, if any (never raises: a lost recording is a warning)."""
+        if self.recording is not None and self.client is not None:
+            await self.recording.finish(self.client)
 
     def setup_context(self, task: Task | None = None) -> SetupContext:
         """Setup-step context; relative file paths in a task resolve against ``task.metadata['task_dir']``,
@@ -304,6 +326,9 @@ class LocalDesktopBackend(DesktopProtocol, EnvironmentBackend):
         # absolute: the probe and the apps run with other working directories
         self.work_dir = self.work_dir.resolve()
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.recordings: Path | None = None
+        if options.record_video:  # in the run directory, which outlives the desktops' work directory
+            self.recordings = (Path(run_dir).resolve() if run_dir is not None else self.work_dir) / "recordings"
         if self.user is not None:
             desktop_user.check_reachable(self.work_dir, self.user)
         if options.home_template:
@@ -336,7 +361,7 @@ class LocalDesktopBackend(DesktopProtocol, EnvironmentBackend):
                     break
                 await self._cond.wait()
         env_id = f"desk-{uuid.uuid4().hex[:10]}"
-        env = LocalDesktop(env_id, self.work_dir / env_id, self.template, self.options, self.user)
+        env = LocalDesktop(env_id, self.work_dir / env_id, self.template, self.options, self.user, self.recordings)
         try:
             await env.start()
         except BaseException:
@@ -353,6 +378,7 @@ class LocalDesktopBackend(DesktopProtocol, EnvironmentBackend):
         assert isinstance(env, LocalDesktop)
         if env not in self._all:
             raise ValueError(f"environment {env.env_id} does not belong to this backend")
+        await env.end_recording()  # the episode is over, judged too
         if discard or self._closed or not await env.healthy():
             async with self._cond:
                 self._all.discard(env)

@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   xvfb xdotool x11-utils openbox imagemagick dbus-x11 at-spi2-core python3-pyatspi
   xterm mousepad libreoffice-calc libreoffice-writer libreoffice-impress chromium socat xsel tesseract-ocr fonts-dejavu-core
+  ffmpeg   # screen recordings (the probe's /start_recording, local-desktop's record_video)
   podman runc netavark aardvark-dns iptables mmdebstrap
   kalgebra texstudio texlive-latex-base grass-gui   # ScienceBoard tasks (~145 MB download, ~725 MB installed)
 )

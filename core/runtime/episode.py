@@ -123,6 +123,8 @@ async def run_episode(
         traj.metadata["acted_at"] = time.time()  # the last environment call that returned (reset, step, observe)
         traj.metadata["env_id"] = env.env_id  # a reset may move to a fresh desktop (one that died during it)
         traj.initial_observation = observation
+        if "recording" in observation.info:  # where the environment saves this episode's screen recording (an MP4)
+            traj.metadata["recording"] = observation.info["recording"]
         context = deps.segmenter.start(
             renderer=deps.renderer,
             trajectory_id=trajectory_id,

@@ -259,6 +259,9 @@ def _write_records(tmp: Path, trajectories: Iterable[Trajectory], writer: ShotWr
                         if rel is not None:
                             paths[turn.index] = rel
             record = trajectory_record(traj, paths)
+            recording = record.get("recording")
+            if isinstance(recording, str) and os.path.isabs(recording):  # the viewer resolves it against rollouts/
+                record["recording"] = os.path.relpath(recording, tmp.parent) if os.path.exists(recording) else None
             if writer is not None:
                 record["screenshot_max_side"] = writer.policy.max_side
                 if writer.dropped > dropped:

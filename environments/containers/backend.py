@@ -45,8 +45,8 @@ from environments.containers.engine import (
     Engine,
     EngineError,
     EngineHost,
+    engine_hosts,
     owner_label,
-    resolve_hosts,
 )
 from environments.containers.pool import Slot, WarmPool
 from environments.desktop_protocol import DesktopProtocol
@@ -70,7 +70,7 @@ class ContainerPoolOptions(BaseModel):
     hosts: list[EngineHost] = Field(
         default_factory=list,
         description="container engines to place desktops on (strings are URLs); default: DOCKER_HOST or the "
-        "local podman/docker socket",
+        "local podman/docker socket, else podman's API served for the run on a private socket",
     )
     max_environments: int = Field(
         4, ge=1, le=1024,
@@ -259,8 +259,10 @@ class ContainerBackend(DesktopProtocol, EnvironmentBackend):
             mirror = check_mirror(options.download_mirror, self.kind)
             options = options.model_copy(update={"download_mirror": str(mirror)})
         self.options = options
-        self.engines = [Engine(host, timeout_s=max(120.0, options.request_timeout_s)) for host in
-                        resolve_hosts(options.hosts)]
+        hosts, self.podman_service = engine_hosts(options.hosts, runtime=options.runtime)
+        if self.podman_service is not None:  # after the pool's own atexit cleanup (registered below), which needs it
+            atexit.register(self.podman_service.stop)
+        self.engines = [Engine(host, timeout_s=max(120.0, options.request_timeout_s)) for host in hosts]
         try:
             for engine in self.engines:
                 engine.open()
@@ -269,6 +271,7 @@ class ContainerBackend(DesktopProtocol, EnvironmentBackend):
         except BaseException:
             for engine in self.engines:
                 engine.close()
+            self._stop_podman_service()
             raise
         self.pool_id = f"scalecua-{self.kind}-{uuid.uuid4().hex[:8]}"
         self.pool = WarmPool(
@@ -395,6 +398,13 @@ class ContainerBackend(DesktopProtocol, EnvironmentBackend):
             atexit.unregister(self.pool.remove_all_sync)
             for engine in self.engines:
                 engine.close()
+            await asyncio.to_thread(self._stop_podman_service)
+
+    def _stop_podman_service(self) -> None:
+        """Stop the podman API this backend started for its run (none when an engine was configured or running)."""
+        if self.podman_service is not None:
+            atexit.unregister(self.podman_service.stop)
+            self.podman_service.stop()
 
     @property
     def size(self) -> int:

@@ -18,6 +18,7 @@ The SDK is blocking; the pool calls these methods through
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import time
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import ScaleCUAError
+from environments.containers.podman_service import PodmanService
 
 log = structlog.get_logger(__name__)
 
@@ -77,24 +79,41 @@ class EngineHost(BaseModel):
         return "127.0.0.1" if self.is_local else (urlsplit(self.url).hostname or "127.0.0.1")
 
 
-def default_host_url() -> str:
-    """``DOCKER_HOST``, else the first engine socket that exists on this machine."""
+def start_socket_command(socket_path: str = "/run/podman/podman.sock") -> str:
+    """The shell command that serves podman's API on ``socket_path`` (podman creates the socket, not its folder)."""
+    return f"mkdir -p {os.path.dirname(socket_path)} && podman system service --time=0 unix://{socket_path} &"
+
+
+def existing_host_url() -> str | None:
+    """``DOCKER_HOST``, else the first engine socket that exists on this machine, else None."""
     if os.environ.get("DOCKER_HOST"):
         return os.environ["DOCKER_HOST"]
     for candidate in DEFAULT_SOCKETS:
         path = candidate.format(uid=os.getuid())
         if Path(path).exists():
             return f"unix://{path}"
-    raise ScaleCUAError(
-        "no container engine found: none of " + ", ".join(s.format(uid=os.getuid()) for s in DEFAULT_SOCKETS)
-        + " exists and DOCKER_HOST is unset. Start podman's API socket "
-        "(`podman system service --time=0 unix:///run/podman/podman.sock &`), or list engines in the backend's "
-        "`hosts` option."
-    )
+    return None
 
 
-def resolve_hosts(hosts: list[EngineHost]) -> list[EngineHost]:
-    return list(hosts) if hosts else [EngineHost(url=default_host_url())]
+def engine_hosts(hosts: list[EngineHost], *, runtime: str | None = None
+                 ) -> tuple[list[EngineHost], PodmanService | None]:
+    """``hosts``; when none are configured, this machine's engine: ``DOCKER_HOST`` or an engine socket that exists,
+    else podman's API served for this run on a private socket (returned: its owner stops it when it closes)."""
+    if hosts:
+        return list(hosts), None
+    url = existing_host_url()
+    if url is not None:
+        return [EngineHost(url=url)], None
+    if shutil.which("podman") is None:
+        raise ScaleCUAError(
+            "no container engine found: none of " + ", ".join(s.format(uid=os.getuid()) for s in DEFAULT_SOCKETS)
+            + " exists, DOCKER_HOST is unset and podman is not installed. Install podman (`apt-get install podman "
+            "runc`; the backend then serves its API for the run itself), start an engine's socket "
+            f"(`{start_socket_command()}`), or list engines in the backend's `hosts` option."
+        )
+    service = PodmanService.private(runtime=runtime).start()
+    log.info("no container engine socket on this machine: serving podman's API for this run", url=service.url)
+    return [EngineHost(url=service.url)], service
 
 
 def _process_start_ticks(pid: int) -> str:
@@ -177,8 +196,8 @@ class Engine:
             pong = client.api._get(client.api._url("/_ping"))
             pong.raise_for_status()
         except Exception as exc:  # docker raises many kinds here: all mean "unreachable"
-            hint = ("start it with `podman system service --time=0 unix:///run/podman/podman.sock &` "
-                    "(or start the Docker daemon)") if self.host.is_local else "check that the engine runs and the URL"
+            hint = (f"start it with `{start_socket_command(self.url.removeprefix('unix://'))}` (or start the Docker "
+                    "daemon)" if self.host.is_local else "check that the engine runs and the URL")
             raise EngineError(f"container engine {self.url} is unreachable ({exc}); {hint}") from exc
         server = pong.headers.get("Server", "")
         self.kind = "podman" if "Libpod-Api-Version" in pong.headers or "libpod" in server.lower() else "docker"

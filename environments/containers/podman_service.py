@@ -3,6 +3,10 @@
 For machines without a Docker engine (CI, this project's development
 machines): the backends then reach podman through the ``docker`` SDK at
 ``unix://<socket>``. The service dies with the process that started it.
+A container backend with no engine configured and none running starts one for
+its run itself (:func:`environments.containers.engine.engine_hosts`):
+:meth:`PodmanService.private` puts its socket into a fresh directory that
+:meth:`PodmanService.stop` removes again.
 
     with PodmanService(Path("/tmp/scalecua-podman.sock"), runtime="runc") as service:
         options = {"hosts": [service.url], ...}
@@ -15,6 +19,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Self
@@ -36,6 +41,15 @@ class PodmanService:
         self.runtime = runtime
         self.log_path = log_path or self.socket_path.with_suffix(".log")
         self.process: subprocess.Popen[bytes] | None = None
+        self._private_dir: Path | None = None
+
+    @classmethod
+    def private(cls, *, runtime: str | None = None) -> PodmanService:
+        """A service (not started yet) on a socket in a fresh directory of its own, removed by :meth:`stop`."""
+        directory = Path(tempfile.mkdtemp(prefix="scalecua-podman-"))
+        service = cls(directory / "podman.sock", runtime=runtime)
+        service._private_dir = directory
+        return service
 
     @property
     def url(self) -> str:
@@ -43,6 +57,7 @@ class PodmanService:
 
     def start(self, timeout_s: float = 30.0) -> Self:
         if shutil.which("podman") is None:
+            self.stop()  # a private directory goes again
             raise ScaleCUAError("podman is not installed: `apt-get install podman runc` (it serves the Docker API "
                                 "the container backends use when no Docker engine runs)")
         self.socket_path.parent.mkdir(parents=True, exist_ok=True)
@@ -55,13 +70,15 @@ class PodmanService:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise ScaleCUAError(f"podman system service exited ({self.process.returncode}): {self._log_tail()}")
+                reason = f"podman system service exited ({self.process.returncode}): {self._log_tail()}"
+                self.stop()
+                raise ScaleCUAError(reason)
             if self._accepts():
                 return self
             time.sleep(0.05)
+        reason = f"podman system service did not open {self.socket_path} within {timeout_s:g} s: {self._log_tail()}"
         self.stop()
-        raise ScaleCUAError(f"podman system service did not open {self.socket_path} within {timeout_s:g} s: "
-                            f"{self._log_tail()}")
+        raise ScaleCUAError(reason)
 
     def _accepts(self) -> bool:
         if not self.socket_path.exists():
@@ -88,6 +105,8 @@ class PodmanService:
                 self.process.kill()
                 self.process.wait()
         self.socket_path.unlink(missing_ok=True)
+        if self._private_dir is not None:
+            shutil.rmtree(self._private_dir, ignore_errors=True)
 
     def __enter__(self) -> Self:
         return self.start()

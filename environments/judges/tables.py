@@ -96,7 +96,7 @@ RULES: dict[str, RuleCheck] = {
 
 def unknown_parts(options: Mapping[str, Any]) -> list[str]:
     """What ``compare_table`` options ask that this module cannot evaluate: rule types and cell properties
-    (``environments.judges.coverage`` counts a task covered only when this is empty)."""
+    (``environments.suite_coverage`` counts a task covered only when this is empty)."""
     from environments.judges.table_cells import EXTRA_PROPS, STYLE_PROPS
 
     known_props = {"value", *STYLE_PROPS, *EXTRA_PROPS}

@@ -175,6 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stopped.set()
         server.server_close()
         state.launcher.terminate_all()
+        state.recorder.close()
         shutil.rmtree(shims, ignore_errors=True)
     return 0
 

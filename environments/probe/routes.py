@@ -4,8 +4,8 @@ Request and response shapes follow OSWorld's server so OSWorld clients work
 unchanged, status codes included; differences are deliberate and listed in the
 endpoint docstrings (mostly: bad input gets a 4xx JSON error instead of a 500
 or a crash). This module holds the observation endpoints and ``/action`` and
-puts the table together: commands, windows, desktop settings, the terminal and
-files have modules of their own.
+puts the table together: commands, windows, desktop settings, the terminal,
+files and screen recordings have modules of their own.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from core.types import Action
-from environments.probe import accessibility, commands, desktop_settings, files, terminal, windows
+from environments.probe import accessibility, commands, desktop_settings, files, recording, terminal, windows
 from environments.probe.desktop import ActionRejected
 from environments.probe.server import HTTPError, Request, Response, json_response, text_response
 from environments.probe.state import ProbeState
@@ -96,4 +96,5 @@ ROUTES: dict[tuple[str, str], Any] = {
     **desktop_settings.ROUTES,
     **terminal.ROUTES,
     **files.ROUTES,
+    **recording.ROUTES,
 }

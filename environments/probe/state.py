@@ -1,4 +1,5 @@
-"""What every endpoint of the probe sees: the display, the desktop user's home and environment, the launcher."""
+"""What every endpoint of the probe sees: the display, the desktop user's home and environment, the launcher,
+the screen recorder."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from environments import desktop_user
 from environments.probe.desktop import Desktop, resolve_path
 from environments.probe.processes import Launcher
+from environments.probe.recorder import ScreenRecorder
 from environments.probe.server import MAX_SERVED_BYTES, HTTPError
 
 
@@ -29,9 +31,12 @@ class ProbeState:
     #: where the desktop's xterms log what they show (shims.TERMINAL_LOGS; None: no transcripts, /terminal is null)
     terminal_logs: str | None = None
     launcher: Launcher = field(init=False)
+    #: the display's screen recording (/start_recording, /end_recording); ffmpeg runs as the probe's user
+    recorder: ScreenRecorder = field(init=False)
 
     def __post_init__(self) -> None:
         self.launcher = Launcher(self.home, self.env, self.as_user)
+        self.recorder = ScreenRecorder(self.desktop.display, self.env)
 
     @property
     def as_user(self) -> dict[str, Any]:

@@ -155,12 +155,15 @@ class ScienceBoardEnvironment(Environment):
 
     async def _reset_once(self, task: Task, source: Mapping[str, Any]) -> Observation:
         bare = task.model_copy(update={"config": []})  # the desktop restores its clean state only
-        await self.inner.reset(bare)
+        first = await self.inner.reset(bare)
         await run_initialize(self.client, str(source["type"]), source.get("initialize", []),
                              self.setup_context(task), port=self.options.app_port)
         if self.options.settle_s:
             await asyncio.sleep(self.options.settle_s)
-        return await self.inner.observe()
+        observation = await self.inner.observe()
+        if "recording" in first.info:  # the desktop's screen recording of this episode (environments/recordings.py)
+            observation.info["recording"] = first.info["recording"]
+        return observation
 
     async def step(self, action: Action) -> Observation:
         return await self.inner.step(action)

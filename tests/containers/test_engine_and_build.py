@@ -1,10 +1,17 @@
-"""Engine hosts, ownership labels, options and the image build's inputs (no containers started here)."""
+"""Engine hosts (podman's API served for a run where no engine runs), ownership labels, options and the image
+build's inputs (no containers started here)."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -12,9 +19,10 @@ from pydantic import ValidationError
 from core.errors import ScaleCUAError
 from core.pluginmanager import Plugins
 from environments.containers import build, engine
-from environments.containers.container_desktop import ContainerDesktopOptions
+from environments.containers.container_desktop import ContainerDesktopBackend, ContainerDesktopOptions
 from environments.containers.engine import Engine, EngineError, EngineHost
 from environments.containers.osworld_docker import OSWorldDockerOptions
+from environments.containers.podman_service import PodmanService
 
 
 def test_both_backends_are_registered_with_their_options(plugins: Plugins) -> None:
@@ -41,13 +49,95 @@ def test_host_access_defaults() -> None:
     assert EngineHost(url="tcp://10.0.0.5:2375", address="192.168.1.5").published_address == "192.168.1.5"
 
 
-def test_default_host_comes_from_docker_host_or_an_existing_socket(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_host_comes_from_docker_host_or_an_existing_socket(monkeypatch: pytest.MonkeyPatch,
+                                                                    tmp_path: Path) -> None:
+    configured = [EngineHost(url="ssh://ops@gpu-7")]
+    assert engine.engine_hosts(configured) == (configured, None)
     monkeypatch.setenv("DOCKER_HOST", "tcp://10.1.2.3:2375")
-    assert engine.resolve_hosts([]) == [EngineHost(url="tcp://10.1.2.3:2375")]
+    assert engine.engine_hosts([]) == ([EngineHost(url="tcp://10.1.2.3:2375")], None)
     monkeypatch.delenv("DOCKER_HOST")
+    (tmp_path / "podman.sock").touch()
+    monkeypatch.setattr(engine, "DEFAULT_SOCKETS", ("/nonexistent/podman.sock", str(tmp_path / "podman.sock")))
+    assert engine.engine_hosts([]) == ([EngineHost(url=f"unix://{tmp_path}/podman.sock")], None)
+
+
+def test_without_an_engine_or_podman_the_error_says_how_to_get_one(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
     monkeypatch.setattr(engine, "DEFAULT_SOCKETS", ("/nonexistent/podman.sock",))
-    with pytest.raises(ScaleCUAError, match="no container engine found.*podman system service"):
-        engine.resolve_hosts([])
+    monkeypatch.setenv("PATH", str(tmp_path))  # no podman on it
+    with pytest.raises(ScaleCUAError, match="no container engine found") as raised:
+        engine.engine_hosts([])
+    message = str(raised.value)
+    assert "apt-get install podman" in message
+    assert "`mkdir -p /run/podman && podman system service --time=0 unix:///run/podman/podman.sock &`" in message
+
+
+needs_podman = pytest.mark.skipif(shutil.which("podman") is None, reason="podman is not installed")
+
+
+@pytest.mark.containers
+@needs_podman
+def test_without_an_engine_socket_podmans_api_is_served_for_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.setattr(engine, "DEFAULT_SOCKETS", ("/nonexistent/podman.sock",))
+    hosts, service = engine.engine_hosts([], runtime="runc")
+    assert service is not None and service.process is not None
+    try:
+        assert hosts == [EngineHost(url=service.url)] and service.socket_path.parent.stat().st_mode & 0o777 == 0o700
+        connected = Engine(hosts[0], timeout_s=30).open()
+        assert connected.kind == "podman"
+        connected.close()
+    finally:
+        service.stop()
+    assert service.process.poll() is not None and not service.socket_path.parent.exists()
+
+
+@pytest.mark.containers
+@needs_podman
+def test_the_command_the_messages_give_starts_the_socket_in_a_missing_folder(tmp_path: Path) -> None:
+    socket_path = tmp_path / "run" / "podman" / "podman.sock"  # as /run/podman on a fresh machine: not there yet
+    # the command as given, in a shell of its own process group (stopped as a whole afterwards)
+    shell = subprocess.Popen(["bash", "-c", engine.start_socket_command(str(socket_path)) + " wait"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not socket_path.exists() and time.monotonic() < deadline and shell.poll() is None:
+            time.sleep(0.05)
+        assert Engine(EngineHost(url=f"unix://{socket_path}"), timeout_s=30).open().kind == "podman"
+    finally:
+        os.killpg(shell.pid, signal.SIGTERM)
+        shell.wait(30)
+
+
+@pytest.mark.containers
+@needs_podman
+def test_a_backend_stops_the_podman_api_it_served_when_it_closes_or_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.setattr(engine, "DEFAULT_SOCKETS", ("/nonexistent/podman.sock",))
+    served: list[PodmanService] = []
+    private = PodmanService.private
+
+    def remembered(**kwargs: Any) -> PodmanService:
+        served.append(private(**kwargs))
+        return served[-1]
+
+    monkeypatch.setattr(PodmanService, "private", remembered)
+
+    class AnyImage(ContainerDesktopBackend):
+        def preflight(self, engine: Engine) -> None:  # no image: this test is about the engine's lifetime
+            pass
+
+    backend = AnyImage(ContainerDesktopOptions(warm=0, runtime="runc"))
+    assert backend.podman_service is served[0] and [e.url for e in backend.engines] == [served[0].url]
+    assert backend.engines[0].kind == "podman"
+    asyncio.run(backend.close())
+    with pytest.raises(ScaleCUAError, match="is not on the container engine"):
+        ContainerDesktopBackend(ContainerDesktopOptions(image="localhost/scalecua/absent:none", warm=0, runtime="runc"))
+    assert len(served) == 2
+    for service in served:
+        assert service.process is not None and service.process.poll() is not None
+        assert not service.socket_path.parent.exists()
 
 
 def test_an_unreachable_engine_is_a_clear_error(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """The probe driven by OSWorld's own, unmodified client (``desktop_env.controllers.python.PythonController``) and by
-the requests OSWorld's ``SetupController`` sends (that module needs playwright and pydrive to import, so its payloads
-are sent here as it sends them), on a real desktop run as a root trainer's are (the unprivileged desktop user).
+requests shaped as OSWorld's ``SetupController`` sends them (the controller itself drives the probe in
+test_probe_osworld_setup.py), on a real desktop run as a root trainer's are (the unprivileged desktop user).
 
 Each test checks one place where the probe used to answer differently from OSWorld's in-VM server.
 """

@@ -1,4 +1,4 @@
-"""OSWorld's own metric modules, loaded for conformance tests (never by the project itself).
+"""OSWorld's own metric, getter and controller modules, loaded for conformance tests (never by the project itself).
 
 ``desktop-env`` (OSWorld's package on PyPI) pins torch ~2.5 and transformers ~4.35, so ``scripts/install.sh``
 installs it with ``--no-deps``; its ``desktop_env.evaluators.metrics`` package imports every metric module at
@@ -106,3 +106,11 @@ def getters_module(name: str, stubs: Sequence[str] = ()) -> types.ModuleType:
     every getter module, never runs); ``stubs`` as for :func:`metrics_module`."""
     _bare_packages(("desktop_env", "desktop_env.evaluators", "desktop_env.evaluators.getters"))
     return _import_with_stubs(f"desktop_env.evaluators.getters.{name}", stubs)
+
+
+def controllers_module(name: str, stubs: Sequence[str] = ()) -> types.ModuleType:
+    """``desktop_env/controllers/<name>.py`` as a module. ``setup`` (``SetupController``) imports playwright, pydrive
+    and requests-toolbelt (real: the ``dev`` extra) and ``desktop_env.evaluators.metrics.utils`` for
+    ``compare_urls`` (only that metric module runs); ``stubs`` as for :func:`metrics_module`."""
+    _bare_packages(PACKAGES)
+    return _import_with_stubs(f"desktop_env.controllers.{name}", stubs)

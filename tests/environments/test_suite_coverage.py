@@ -1,4 +1,4 @@
-"""``python -m environments.judges.coverage``: a task counts as covered only when every setup step, getter,
+"""``python -m environments.suite_coverage``: a task counts as covered only when every setup step, getter,
 metric, metric option and rule it uses is evaluated here, and each gap is named."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from core.pluginmanager import load_plugins
-from environments.judges.coverage import Coverage, main, measure
+from environments.suite_coverage import Coverage, main, measure
 
 
 def task(func="compare_table", options=None, result=None, config=None) -> dict:

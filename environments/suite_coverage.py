@@ -1,6 +1,6 @@
 """How much of a task suite the judges evaluate, counted by what each task uses, not by names alone.
 
-``python -m environments.judges.coverage PATH [PATH ...] [--json]`` reads OSWorld-format task files and counts a
+``python -m environments.suite_coverage PATH [PATH ...] [--json]`` reads OSWorld-format task files and counts a
 task *covered* when everything its judgement and setup ask for is evaluated here:
 
 * every setup and postconfig step type has a handler (:data:`environments.setup.STEP_HANDLERS`);
@@ -126,7 +126,7 @@ def _task_files(paths: Sequence[str]) -> list[Path]:
 def main(argv: Sequence[str] | None = None) -> int:
     from core.pluginmanager import load_plugins
 
-    parser = argparse.ArgumentParser(prog="python -m environments.judges.coverage", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m environments.suite_coverage", description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="+", help="task JSON files or folders (e.g. OSWorld's evaluation_examples/examples)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)

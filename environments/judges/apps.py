@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import json
+import operator
 import re
 from pathlib import Path
 from typing import Any, Mapping
@@ -34,41 +35,49 @@ def _rules(rules: Any, name: str, required: str) -> Mapping[str, Any]:
 
 
 def check_json_settings(result: str | None, rules: Any = None, **_: Any) -> float:
-    """1 when the JSON object in ``result`` has every ``rules["expected"]`` key with that value."""
-    expected = _rules(rules, "check_json_settings", "expected")["expected"]
-    if not result or not Path(result).is_file():
+    """1 when the JSON in ``result`` has every ``rules["expected"]`` key with that value (``==``; an empty
+    ``expected`` holds for any JSON file, as upstream)."""
+    if not result:
         return 0.0
+    expected = _rules(rules, "check_json_settings", "expected")["expected"]
     try:
         data = json.loads(Path(result).read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError):
+    except (OSError, ValueError):
         return 0.0
-    if not isinstance(data, dict):
+    try:
+        return float(all(key in data and data[key] == value for key, value in expected.items()))
+    except (TypeError, KeyError, IndexError):  # JSON that is not an object (upstream raises)
         return 0.0
-    return float(all(key in data and data[key] == value for key, value in expected.items()))
 
 
 def is_extension_installed(result: str | None, rules: Any = None, **_: Any) -> float:
-    """``rules["type"]``: ``contain`` -- ``rules["expected"]`` occurs in the output; ``not_contain`` -- it does not."""
+    """``rules["type"]``: ``contain`` -- ``rules["expected"]`` occurs in the output; ``not_contain`` -- it does not.
+    No output (the command could not run) scores 0 either way (upstream raises)."""
     r = _rules(rules, "is_extension_installed", "expected")
     kind = r.get("type")
     if kind not in ("contain", "not_contain"):
         raise ValueError(f"is_extension_installed: rules type {kind!r}; use contain or not_contain")
-    found = str(r["expected"]) in (result or "")
+    if result is None:
+        return 0.0
+    found = r["expected"] in result
     return float(found if kind == "contain" else not found)
 
 
 def check_thunderbird_prefs(result: str | None, rules: Any = None, **_: Any) -> float:
-    """Preferences in ``prefs.js``: each ``expect`` key present and matching, no ``unexpect`` key matching."""
+    """Preferences in ``prefs.js``: each ``expect`` key present and matching (its last setting counts), no
+    ``unexpect`` key matching; a value that is not JSON is skipped (upstream raises)."""
     r = rules if isinstance(rules, Mapping) else {}
     expect: Mapping[str, Any] = r.get("expect", {})
     unexpect: Mapping[str, Any] = r.get("unexpect", {})
-    if not expect and not unexpect:
-        raise ValueError(f"check_thunderbird_prefs: rules need 'expect' and/or 'unexpect', got {rules!r}")
-    if not result or not Path(result).is_file():
+    if not result:
+        return 0.0
+    try:
+        text = Path(result).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
         return 0.0
     met = {key: False for key in expect}
     clean = True
-    for line in Path(result).read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in text.split("\n"):  # a newline ends a line, as in upstream's file iteration
         match = _PREF.match(line.strip())
         if match is None:
             continue
@@ -78,10 +87,28 @@ def check_thunderbird_prefs(result: str | None, rules: Any = None, **_: Any) -> 
             continue
         key = match.group("key")
         if key in expect:
-            met[key] = match_value(value, expect[key])
-        elif key in unexpect and match_value(value, unexpect[key]):
+            met[key] = _match_pref(value, expect[key])
+        elif key in unexpect and _match_pref(value, unexpect[key]):
             clean = False
     return float(all(met.values()) and clean)
+
+
+_OPERATORS = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
+              "ge": operator.ge}
+
+
+def _match_pref(value: Any, rule: Mapping[str, Any]) -> bool:
+    """Upstream's value rule for preferences: plain Python comparison (``0 == False`` holds, unlike
+    :func:`match_value`'s ``eq``) and ``re.search`` on strings; a comparison upstream raises on is False."""
+    method = str(rule.get("method", ""))
+    if method in _OPERATORS:
+        try:
+            return bool(_OPERATORS[method](value, rule.get("ref")))
+        except TypeError:
+            return False
+    if method.startswith("re") and not isinstance(value, str):
+        return False
+    return match_value(value, rule)
 
 
 def _unescape(value: str) -> str:

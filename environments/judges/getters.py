@@ -3,10 +3,12 @@
 ``env`` is what :func:`environments.judges.evaluate.evaluate` hands over: the
 live environment (its ``client`` speaks the probe / OSWorld server protocol)
 plus ``cache_dir``, a fresh directory for this one evaluation where file
-getters put what they fetch. As upstream, ``vm_file`` answers None for a file
-the desktop does not give (the metric then receives None); most other getters
+getters put what they fetch. As upstream, ``vm_file`` and ``gimp_config_file``
+answer None for a file the desktop does not give (the metric then receives
+None), and ``accessibility_tree`` None when the desktop refuses it; most other getters
 whose file is missing raise :class:`FileNotFoundError`, which the evaluation
-scores 0 (as OSWorld does).
+scores 0 (as OSWorld does; upstream's ``cache_file`` and ``vlc_config`` raise
+other errors there). tests/judges/test_conformance_getters.py compares them with upstream's.
 
 File getters (``vm_file``, ``cloud_file``) read OSWorld's config: ``path`` and
 ``dest`` name one file; with ``multi`` (any true value) they are lists, fetched
@@ -27,8 +29,7 @@ from typing import Any, Mapping, Sequence
 import httpx
 import structlog
 
-from core.errors import EnvironmentFailure
-from environments.client import ProbeError
+from core.errors import EnvironmentFailure, ScaleCUAError
 
 log = structlog.get_logger(__name__)
 
@@ -81,7 +82,7 @@ async def fetch_desktop_file(env: Any, path: str, dest: str) -> str | None:
         data = await env.client.get_file(path)
     except EnvironmentFailure:
         raise
-    except ProbeError as exc:
+    except ScaleCUAError as exc:  # the probe's refusal (environments.client.ProbeError; judges never import it)
         log.warning("the desktop does not give the file", path=path, error=str(exc))
         return None
     if data is None:
@@ -118,17 +119,18 @@ async def get_vm_file(env: Any, config: Mapping[str, Any]) -> Any:
 
 
 async def get_cache_file(env: Any, config: Mapping[str, Any]) -> str:
-    """A file that this evaluation's postconfig wrote into the cache (``command`` with ``stdout: NAME``)."""
+    """A file that this evaluation's postconfig wrote into the cache (``command`` with ``stdout: NAME``): its path
+    in the cache, as upstream joins it (anything that exists there, as upstream asserts)."""
     if not isinstance(config.get("path"), str) or not config["path"]:
         raise ValueError(f"cache_file getter config {dict(config)!r} needs 'path' (a file name in the cache)")
-    cache_dir = Path(getattr(env, "cache_dir", None) or ".").resolve()
-    target = (cache_dir / config["path"]).resolve()
-    if cache_dir not in target.parents:
+    cache_dir = str(getattr(env, "cache_dir", None) or ".")
+    target = os.path.join(cache_dir, config["path"])
+    if Path(cache_dir).resolve() not in Path(target).resolve().parents:
         raise ValueError(f"cache_file: {config['path']!r} escapes the evaluation cache directory")
-    if not target.is_file():
+    if not os.path.exists(target):
         raise FileNotFoundError(f"cache_file: {config['path']} is not in the evaluation's cache (a postconfig "
                                 "'command' step with stdout: NAME writes it)")
-    return str(target)
+    return target
 
 
 async def get_cloud_file(env: Any, config: Mapping[str, Any]) -> Any:
@@ -188,10 +190,11 @@ async def _fetch(url: str, base: Path | None = None) -> bytes:
 
 
 async def get_vm_command_line(env: Any, config: Mapping[str, Any]) -> str | None:
-    """Run ``command`` on the desktop; its standard output (None when the probe reports failure)."""
+    """Run ``command`` on the desktop; its standard output whatever its exit code, None when it could not run
+    (OSWorld's server answers 500 with ``status: error`` then, and upstream gives None for any answer but 200)."""
     result = await env.client.execute(config["command"], shell=bool(config.get("shell", False)))
-    if result.get("status") not in (None, "success", "ok") and not result.get("output"):
-        log.info("vm_command_line failed", command=config["command"], error=result.get("error"))
+    if result.get("status", "success") != "success":
+        log.info("vm_command_line failed", command=config["command"], error=result.get("error") or result.get("message"))
         return None
     return result.get("output")
 
@@ -210,8 +213,16 @@ async def get_rule(env: Any, config: Mapping[str, Any]) -> Any:
 
 
 async def get_accessibility_tree(env: Any, config: Mapping[str, Any]) -> str | None:
-    """The desktop's AT-SPI tree as XML (None when the desktop has no accessibility bus)."""
-    return await env.client.accessibility_tree()
+    """The desktop's AT-SPI tree as XML; None when the desktop has no accessibility bus or refuses the request
+    (upstream's controller answers None for any failed request). An unreachable desktop is an
+    :class:`EnvironmentFailure`."""
+    try:
+        return await env.client.accessibility_tree()
+    except EnvironmentFailure:
+        raise
+    except ScaleCUAError as exc:  # the probe's refusal (environments.client.ProbeError; judges never import it)
+        log.warning("the desktop gives no accessibility tree", error=str(exc))
+        return None
 
 
 async def get_list_directory(env: Any, config: Mapping[str, Any]) -> dict[str, Any]:
@@ -246,22 +257,25 @@ async def get_vm_files_exist(env: Any, config: Mapping[str, Any]) -> dict[str, b
     return dict(zip(paths, (bool(f) for f in flags)))
 
 
-async def get_gimp_config_file(env: Any, config: Mapping[str, Any]) -> str:
-    """GIMP 2.10's configuration file ``file_name`` (e.g. ``gimprc``) from the desktop's home into the cache."""
+async def get_gimp_config_file(env: Any, config: Mapping[str, Any]) -> str | None:
+    """GIMP 2.10's configuration file ``file_name`` (e.g. ``gimprc``) from the desktop's home into the cache as
+    ``dest``; None when the desktop does not give it (GIMP writes it on exit), as upstream."""
     name = config.get("file_name")
     if not isinstance(name, str) or not name or "/" in name:
         raise ValueError(f"gimp_config_file getter config {dict(config)!r} needs 'file_name' (e.g. 'gimprc')")
     path = f"~/.config/GIMP/2.10/{name}"
     data = await env.client.get_file(path)
-    if data is None:
-        raise FileNotFoundError(f"gimp_config_file: {path} does not exist on the desktop (GIMP writes it on exit)")
+    if not data:
+        log.warning("no GIMP config file on the desktop", path=path)
+        return None
     target = _cache_path(env, str(config.get("dest") or name))
     target.write_bytes(data)
     return str(target)
 
 
 async def get_vlc_config(env: Any, config: Mapping[str, Any]) -> str:
-    """VLC's configuration file ``~/.config/vlc/vlcrc`` into the cache (as ``dest``)."""
+    """VLC's configuration file ``~/.config/vlc/vlcrc`` into the cache (as ``dest``); a missing one raises
+    :class:`FileNotFoundError` (upstream crashes writing None)."""
     data = await env.client.get_file("~/.config/vlc/vlcrc")
     if data is None:
         raise FileNotFoundError("vlc_config: ~/.config/vlc/vlcrc does not exist on the desktop (VLC writes it on exit)")

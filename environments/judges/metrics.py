@@ -7,7 +7,9 @@ so task JSON written for OSWorld scores the same here: ``expected`` is often
 the dict a ``rule`` getter returns (``{"expected": ...}`` or
 ``{"include": [...], "exclude": [...]}``). Where an upstream function raises instead of
 scoring (``check_direct_json_object`` on text that is not JSON, such as a broken script's
-output), the metric here scores 0.
+output), the metric here scores 0; so do ``check_include_exclude`` on a result that holds nothing,
+``check_list``/``compare_text_file`` on a missing file or one that is not UTF-8, and ``compare_csv`` with a
+missing gold in a list (upstream raises on each; the suite's tasks never give them).
 """
 
 from __future__ import annotations
@@ -78,14 +80,17 @@ def is_in_list(result: Any, rules: Any = None, **_: Any) -> float:
 
 
 def check_include_exclude(result: Any, rules: Any = None, **_: Any) -> float:
-    """1 when every ``include`` string occurs in ``result`` and no ``exclude`` string does."""
+    """1 when every ``include`` string is ``in`` ``result`` (a substring of a string, a member of a list) and no
+    ``exclude`` string is; a result that holds nothing (a number) scores 0 (upstream raises)."""
     if result is None:
         return 0.0
     rules = rules or {}
-    text = str(result)
     include: Sequence[str] = rules.get("include", [])
     exclude: Sequence[str] = rules.get("exclude", [])
-    return float(all(s in text for s in include) and all(s not in text for s in exclude))
+    try:
+        return float(all(s in result for s in include) and all(s not in result for s in exclude))
+    except TypeError:
+        return 0.0
 
 
 def fuzzy_match(result: Any, rules: Any = None, **_: Any) -> float:
@@ -119,9 +124,19 @@ def infeasible(result: Any = None, expected: Any = None, **_: Any) -> float:
 # ---------------------------------------------------------------------------
 
 
+def _read_strict(path: str | Path) -> str | None:
+    """A text file as upstream opens it (UTF-8, universal newlines); None when missing or not UTF-8 (upstream
+    raises there), so two files that differ only in undecodable bytes never compare equal."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        log.info("text file unreadable", path=str(path), error=str(exc))
+        return None
+
+
 def _normalize_text(text: str, *, ignore_blanks: bool, ignore_case: bool) -> str:
     if ignore_blanks:
-        text = re.sub(r"\s+", " ", text).strip()
+        text = re.sub(r"\s+", " ", text.strip())  # upstream turns tabs and newlines into spaces first: the same
     if ignore_case:
         text = text.lower()
     return text
@@ -131,7 +146,9 @@ def compare_text_file(
     result: str | None, expected: str | None = None, *, ignore_blanks: bool = False, ignore_case: bool = False, **_: Any
 ) -> float:
     """1 when the two text files have the same content (optionally ignoring blanks/case)."""
-    actual, gold = _read_text(result), _read_text(expected)
+    if not result or not expected:
+        return 0.0
+    actual, gold = _read_strict(result), _read_strict(expected)
     if actual is None or gold is None:
         return 0.0
     return float(
@@ -154,14 +171,18 @@ def check_text_file(result: str | None, rules: Any = None, **_: Any) -> float:
 
 
 def check_list(result: str | None, rules: Any = None, **_: Any) -> float:
-    """Every ``expect`` regex matches some line of the file and no ``unexpect`` regex matches any line."""
-    text = _read_text(result)
-    if text is None:
+    """Every ``expect`` regex matches some line of the file and no ``unexpect`` regex matches any line. As upstream
+    reads the file, only a newline (``\\n``, ``\\r\\n``, ``\\r``) ends a line and each line keeps its ``\\n``
+    (``\\s$`` can match it)."""
+    if not result:
         return 0.0
     rules = rules or {}
-    lines = text.splitlines()
     expect = [re.compile(p) for p in rules.get("expect", [])]
     unexpect = [re.compile(p) for p in rules.get("unexpect", [])]
+    text = _read_strict(result)
+    if text is None:
+        return 0.0
+    lines = re.findall(r"[^\n]*\n|[^\n]+$", text)  # upstream iterates the file: each line keeps its "\n"
     found = all(any(p.search(line) for line in lines) for p in expect)
     clean = not any(p.search(line) for p in unexpect for line in lines)
     return float(found and clean)
@@ -183,19 +204,41 @@ def check_csv(result: str | None, rules: Any = None, **_: Any) -> float:
     return float(expect_ok and unexpect_ok)
 
 
+def _csv_lines(path: str) -> list[str] | None:
+    """Upstream's reading: UTF-8, else Latin-1 (which decodes any bytes), then ``splitlines``."""
+    try:
+        data = Path(path).read_bytes()
+    except (OSError, TypeError):
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("latin-1")
+    return text.replace("\r\n", "\n").replace("\r", "\n").splitlines()
+
+
 def compare_csv(
-    result: str | None, expected: str | None = None, *, strict: bool = True, ignore_case: bool = False, **_: Any
+    result: str | None, expected: str | Sequence[str] | None = None, *, strict: bool = True,
+    ignore_case: bool = False, **_: Any
 ) -> float:
-    """Line-by-line CSV comparison (``strict=False`` strips each line)."""
-    actual, gold = _read_text(result), _read_text(expected)
-    if actual is None or gold is None:
+    """Line-by-line CSV comparison (``strict=False`` strips each line); ``expected`` may be a list of gold files
+    (a ``multi`` getter's answer): 1 when any of them matches."""
+    if not result:
         return 0.0
-    a, b = actual.strip("\n").splitlines(), gold.strip("\n").splitlines()
-    if not strict:
-        a, b = [line.strip() for line in a], [line.strip() for line in b]
-    if ignore_case:
-        a, b = [line.lower() for line in a], [line.lower() for line in b]
-    return float(a == b)
+    actual = _csv_lines(result)
+    if actual is None:
+        return 0.0
+
+    def normal(lines: list[str]) -> list[str]:
+        lines = [line.strip() for line in lines] if not strict else lines
+        return [line.lower() for line in lines] if ignore_case else lines
+
+    golds = [expected] if isinstance(expected, (str, Path)) else list(expected or [])
+    for gold_path in golds:
+        gold = _csv_lines(gold_path) if gold_path else None
+        if gold is not None and normal(actual) == normal(gold):
+            return 1.0
+    return 0.0
 
 
 # ---------------------------------------------------------------------------

@@ -5,7 +5,8 @@ to the smaller size as upstream picks it (the lexicographically smaller ``(width
 SSIM with scikit-image's defaults -- a 7x7 uniform window, sample covariance, K1 = 0.01, K2 = 0.03, data
 range 255, the 3-pixel border left out -- computed here with numpy. With ``reference_base_result`` b the
 score is ``(ssim - b) / (1 - b)`` when ``ssim >= b + 0.01``, else 0 (the task's wallpaper must have changed
-towards the gold one). Unreadable or missing images score 0.
+towards the gold one). Unreadable or missing images score 0, and so do images under 7 pixels a side; upstream
+raises on both (no task gives them). Scores equal upstream's to 1e-6 (tests/judges/test_conformance_images.py).
 """
 
 from __future__ import annotations

@@ -196,6 +196,7 @@ class Session:
         probe = self._spawn(
             "probe", [sys.executable, "-m", "environments.probe", "--display", display, "--port", str(a.probe_port),
                       "--host", a.probe_host, "--home", a.home, *(["--no-auth"] if a.no_auth else []),
+                      *(["--no-auth-any-host"] if a.no_auth_any_host else []),
                       *(["--user", a.user] if a.user else []),
                       *[arg for module in a.probe_routes for arg in ("--routes", module)]],
             env=probe_env, stdout=subprocess.PIPE,
@@ -272,6 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the unprivileged user the session bus, apps and commands run as (we must be root)")
     parser.add_argument("--no-auth", action="store_true",
                         help="the probe serves without a token (loopback only; OSWorld-protocol compatibility)")
+    parser.add_argument("--no-auth-any-host", action="store_true",
+                        help="with --no-auth, the probe binds --probe-host even beyond loopback (the osworld-docker "
+                             "image only: see environments.containers.inside)")
     parser.add_argument("--accessibility", action="store_true", help="let apps export AT-SPI trees")
     parser.add_argument("--startup-timeout", type=float, default=30.0)
     # inside a container the probe listens on the container's network (with a token), e.g. 0.0.0.0:5000

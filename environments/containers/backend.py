@@ -49,6 +49,7 @@ from environments.containers.engine import (
     owner_label,
 )
 from environments.containers.pool import Slot, WarmPool
+from environments.containers.podman_service import CONTAINER_ULIMITS
 from environments.desktop_protocol import DesktopProtocol
 from environments.mirror import LAYOUT, check_mirror
 from environments.setup import SetupContext, SetupError, run_setup
@@ -90,7 +91,7 @@ class ContainerPoolOptions(BaseModel):
                                                     "(retried, never scored); warn: OSWorld's harness behaviour")
     settle_s: float = Field(0.3, ge=0, description="pause after an action before the screenshot")
     ulimits: dict[str, int] = Field(
-        default_factory=lambda: {"nofile": 4096, "nproc": 16384},
+        default_factory=lambda: dict(CONTAINER_ULIMITS),
         description="per-container rlimits (soft = hard); must not exceed the engine host's own hard limits",
     )
     runtime: str | None = Field(None, description="OCI runtime name, e.g. runc (default: the engine's)")

@@ -73,9 +73,10 @@ COMMON_PACKAGES = ("python3", "xvfb", "xdotool", "x11-utils", "dbus", "procps", 
 OSWORLD_APPS = ("openbox", "xterm", "libreoffice-calc", "libreoffice-writer", "libreoffice-impress", "gimp", "vlc",
                 "totem", "thunderbird", "chromium", "nautilus", "at-spi2-core", "python3-pyatspi", "xdg-utils", "imagemagick")
 #: what the suite's setup and postconfig commands call on its VM (sudo, python, socat, curl, pip, unzip, gsettings,
-#: gio, xsel, wmctrl, update-desktop-database, jq, ...) and the fonts its documents are drawn in
-OSWORLD_VM = ("sudo", "python-is-python3", "python3-tk", "python3-pip", "socat", "curl", "wget", "ca-certificates",
-              "unzip", "zip", "jq", "xsel", "wmctrl", "libglib2.0-bin", "gsettings-desktop-schemas",
+#: gio, xsel, wmctrl, update-desktop-database, jq, ...), ffmpeg (the server's /start_recording) and the fonts its
+#: documents are drawn in
+OSWORLD_VM = ("sudo", "ffmpeg", "python-is-python3", "python3-tk", "python3-pip", "socat", "curl", "wget",
+              "ca-certificates", "unzip", "zip", "jq", "xsel", "wmctrl", "libglib2.0-bin", "gsettings-desktop-schemas",
               "dconf-gsettings-backend", "desktop-file-utils", "fonts-liberation2", "fonts-crosextra-carlito",
               "fonts-crosextra-caladea")
 

@@ -225,6 +225,15 @@ class Engine:
                 return False
             raise EngineError(f"{self.url}: cannot inspect image {image}: {exc.explanation or exc}") from exc
 
+    def image_labels(self, image: str) -> dict[str, str]:
+        """The labels of ``image`` (empty when it has none; EngineError when it is missing)."""
+        import docker.errors
+
+        try:
+            return dict(self.client.images.get(image).labels or {})
+        except docker.errors.DockerException as exc:
+            raise EngineError(f"{self.url}: cannot inspect image {image}: {exc}") from exc
+
     # -- containers ------------------------------------------------------------
 
     def run(self, spec: ContainerSpec) -> str:

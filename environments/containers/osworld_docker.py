@@ -44,6 +44,7 @@ from environments.containers.backend import (
     check_image,
 )
 from environments.containers.engine import ContainerSpec, Engine
+from environments.containers.osworld_harness import LABEL as OSWORLD_HARNESS_LABEL
 from environments.containers.pool import Slot
 
 log = structlog.get_logger(__name__)
@@ -97,6 +98,12 @@ class OSWorldDockerBackend(ContainerBackend):
                                 "Hugging Face dataset xlangai/ubuntu_osworld)")
         check_image(engine, o.image, f"pull it with `{engine.kind} pull {o.image}` where a registry is reachable, "
                     f"or load a saved copy (`{engine.kind} load -i osworld-docker.tar`)")
+        if OSWORLD_HARNESS_LABEL in engine.image_labels(o.image):
+            raise ScaleCUAError(
+                f"osworld-docker: {o.image} on {engine.url} is ScaleCUA's osworld desktop tagged for OSWorld's own "
+                "harness (python -m environments.containers.osworld_harness build), not OSWorld's VM runner. Run it "
+                "with the container-desktop backend (image localhost/scalecua/container-desktop:osworld), or load "
+                "OSWorld's image under that name again")
         if not engine.host.is_local:
             self.kvm[engine.url] = True  # another machine's /dev/kvm: the engine reports it if it is missing
             return

@@ -15,6 +15,8 @@ its run itself (:func:`environments.containers.engine.engine_hosts`):
 from __future__ import annotations
 
 import ctypes
+import os
+import resource
 import shutil
 import signal
 import socket
@@ -36,9 +38,11 @@ def _die_with_parent() -> None:
 class PodmanService:
     """``podman [--runtime R] system service --time=0 unix://SOCKET`` as a child process."""
 
-    def __init__(self, socket_path: Path, *, runtime: str | None = None, log_path: Path | None = None):
+    def __init__(self, socket_path: Path, *, runtime: str | None = None, log_path: Path | None = None,
+                 config: Path | None = None):
         self.socket_path = Path(socket_path)
         self.runtime = runtime
+        self.config = config  # a containers.conf for the service (CONTAINERS_CONF), e.g. from fitted_ulimits_conf
         self.log_path = log_path or self.socket_path.with_suffix(".log")
         self.process: subprocess.Popen[bytes] | None = None
         self._private_dir: Path | None = None
@@ -65,8 +69,9 @@ class PodmanService:
         argv = ["podman", *(["--runtime", self.runtime] if self.runtime else []), "system", "service", "--time=0",
                 self.url]
         with open(self.log_path, "ab") as log_file:
+            env = {**os.environ, "CONTAINERS_CONF": str(self.config)} if self.config else None
             self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
-                                            preexec_fn=_die_with_parent)  # noqa: PLW1509 (before threads matter)
+                                            env=env, preexec_fn=_die_with_parent)  # noqa: PLW1509 (before threads matter)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -114,3 +119,35 @@ class PodmanService:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+
+#: podman's own default open-file limit for containers (containers.conf ``default_ulimits`` unset)
+PODMAN_DEFAULT_NOFILE = 1048576
+SYSTEM_CONF = Path("/etc/containers/containers.conf")
+#: the rlimits our container backends give each container (soft = hard; ContainerPoolOptions.ulimits)
+CONTAINER_ULIMITS = {"nofile": 4096, "nproc": 16384}
+
+
+def fitted_ulimits_conf(directory: Path) -> Path | None:
+    """A containers.conf whose ``default_ulimits`` are our backends' (:data:`CONTAINER_ULIMITS`), for clients that create
+    containers without ulimits of their own (OSWorld's docker provider), or None where podman's defaults fit.
+
+    Where the hard open-file limit is below podman's default, runc cannot set the default and every such container
+    fails to start ("error setting rlimit type 7: operation not permitted"). ``CONTAINERS_CONF`` replaces the
+    system's file, so a machine that has one (or a caller that set ``CONTAINERS_CONF``) is told what to add instead.
+    """
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if nofile == resource.RLIM_INFINITY or nofile >= PODMAN_DEFAULT_NOFILE:
+        return None
+    hard = {"nofile": nofile, "nproc": resource.getrlimit(resource.RLIMIT_NPROC)[1]}
+    fitted = {name: value if hard[name] == resource.RLIM_INFINITY else min(value, hard[name])
+              for name, value in CONTAINER_ULIMITS.items()}
+    limits = [f"{name}={value}:{value}" for name, value in fitted.items()]
+    line = "default_ulimits = [" + ", ".join(f'"{limit}"' for limit in limits) + "]"
+    if os.environ.get("CONTAINERS_CONF") or SYSTEM_CONF.exists():
+        raise ScaleCUAError(
+            f"this machine's hard open-file limit ({nofile}) is below podman's default for containers "
+            f"({PODMAN_DEFAULT_NOFILE}), so containers created without ulimits fail to start; add `{line}` under "
+            f"[containers] in {os.environ.get('CONTAINERS_CONF') or SYSTEM_CONF}")
+    path = directory / "containers.conf"
+    path.write_text(f"[containers]\n{line}\n")
+    return path

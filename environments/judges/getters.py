@@ -158,6 +158,13 @@ async def get_cloud_file(env: Any, config: Mapping[str, Any]) -> Any:
     return _given(local, gives)
 
 
+def download_mirror(env: Any) -> str | None:
+    """The environment's download mirror directory (an offline run), or None."""
+    make = getattr(env, "setup_context", None)
+    mirror = getattr(make(), "download_mirror", None) if callable(make) else None
+    return str(mirror) if mirror else None
+
+
 def _mirrored(env: Any, urls: list[str]) -> list[Path | None]:
     """Each URL's file in the environment's download mirror (None: fetch it), through its setup context's
     ``mirrored`` (environments without a setup context have no mirror)."""

@@ -46,8 +46,8 @@ from xml.etree import ElementTree
 
 import structlog
 
-from core.errors import ScaleCUAError
-from environments.judges.getters import _cache_path, fetch_desktop_file, require_desktop_file
+from core.errors import FilesMissing, ScaleCUAError
+from environments.judges.getters import _cache_path, download_mirror, fetch_desktop_file, require_desktop_file
 
 log = structlog.get_logger(__name__)
 
@@ -227,6 +227,11 @@ async def get_pdf_from_url(env: Any, config: Mapping[str, Any]) -> str:
     answer = await env.client.devtools({"action": "render", "url": url, "pdf": True, "wait_s": wait_s,
                                         "settle_s": settle_s}, timeout=wait_s + settle_s + 120)
     if str(answer.get("url", "")).startswith("chrome-error://"):
+        mirror = download_mirror(env)
+        if mirror is not None:  # an offline run: the page is a file the network would give, as a gold file is
+            raise FilesMissing([url], mirror, f"pdf_from_url renders the live page {url}, which the desktop's "
+                                              f"browser could not load; the download mirror {mirror} serves files "
+                                              "to setups and getters, not pages to the browser")
         raise FileNotFoundError(f"pdf_from_url: the browser could not load {url}")
     target = _cache_path(env, dest)
     target.write_bytes(base64.b64decode(answer["pdf"]))

@@ -4,7 +4,9 @@ The probe always authenticates: every request must carry ``Authorization: Bearer
 ``--token`` (or ``$SCALECUA_PROBE_TOKEN``) it generates one and prints it in its ready line, so whoever
 started it (and only they) can talk to it; any other local process, root's included, gets 401.
 ``--no-auth`` serves without a token, on loopback only, for OSWorld-protocol compatibility (upstream's
-clients send none); never use it on a machine other users share.
+clients send none); never use it on a machine other users share. ``--no-auth-any-host`` lets ``--no-auth``
+bind beyond loopback: only the ``osworld-docker`` image's entry point uses it
+(:mod:`environments.containers.osworld_harness`), because OSWorld's docker provider can hand a container no token.
 
 ``--routes MODULE`` (repeatable; default ``$SCALECUA_PROBE_ROUTES``, comma-separated) serves the endpoints
 of ``MODULE.ROUTES`` besides the probe's own: that is how a plugin adds in-desktop endpoints (ScienceBoard's
@@ -50,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="require 'Authorization: Bearer TOKEN' (default: $SCALECUA_PROBE_TOKEN)")
     parser.add_argument("--no-auth", action="store_true",
                         help="serve without a token (loopback only; OSWorld-protocol compatibility)")
+    parser.add_argument("--no-auth-any-host", action="store_true",
+                        help="with --no-auth, bind --host even beyond loopback: only inside the osworld-docker "
+                             "image, whose container engine publishes the port as OSWorld's docker provider asks "
+                             "(anyone who reaches it runs commands as the desktop's user, as with OSWorld's VM)")
     parser.add_argument("--max-served-bytes", type=int, default=MAX_SERVED_BYTES, metavar="N",
                         help=f"largest file /file, /read or a download hands over (default {MAX_SERVED_BYTES})")
     parser.add_argument("--user", default=None, metavar="NAME",
@@ -107,7 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("probe: --no-auth and a token (--token or SCALECUA_PROBE_TOKEN) contradict each other: drop one",
               file=sys.stderr)
         return 2
-    if args.no_auth and not is_loopback(args.host):
+    if args.no_auth_any_host and not args.no_auth:
+        print("probe: --no-auth-any-host only qualifies --no-auth: add --no-auth or drop it", file=sys.stderr)
+        return 2
+    if args.no_auth and not is_loopback(args.host) and not args.no_auth_any_host:
         print(
             f"probe: refusing to bind {args.host} without a token: anyone who reaches the port could run commands. "
             "Drop --no-auth (a token is then generated and printed), or bind 127.0.0.1.",

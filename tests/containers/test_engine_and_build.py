@@ -192,3 +192,24 @@ def test_unknown_variant_and_missing_packages_are_messages() -> None:
         build.build_image("huge")
     with pytest.raises(ScaleCUAError, match="no-such-dist-xyz is not installed here"):
         build.distribution_closure(["no-such-dist-xyz"])
+
+
+def test_podmans_default_rlimits_are_fitted_to_this_machine_or_the_config_named(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import resource
+
+    from environments.containers import podman_service
+
+    hard = {resource.RLIMIT_NOFILE: 20000, resource.RLIMIT_NPROC: 8000}
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (1024, hard[which]))
+    monkeypatch.setattr(podman_service, "SYSTEM_CONF", tmp_path / "absent.conf")
+    monkeypatch.delenv("CONTAINERS_CONF", raising=False)
+    conf = podman_service.fitted_ulimits_conf(tmp_path)
+    assert conf is not None
+    assert conf.read_text() == '[containers]\ndefault_ulimits = ["nofile=4096:4096", "nproc=8000:8000"]\n'
+    monkeypatch.setenv("CONTAINERS_CONF", str(tmp_path / "mine.conf"))  # the user's own file is never replaced
+    with pytest.raises(ScaleCUAError, match=r'add `default_ulimits = \["nofile=4096:4096", "nproc=8000:8000"\]` '
+                                            r'under \[containers\] in .*mine.conf'):
+        podman_service.fitted_ulimits_conf(tmp_path)
+    hard[resource.RLIMIT_NOFILE] = podman_service.PODMAN_DEFAULT_NOFILE  # podman's defaults fit: nothing to write
+    assert podman_service.fitted_ulimits_conf(tmp_path) is None

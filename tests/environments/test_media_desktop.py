@@ -3,7 +3,8 @@ probe's ``google-chrome`` shim) with ``--remote-debugging-port=1337`` as upstrea
 a real HTTP server on loopback to PDF through the ``render`` DevTools action. Part of each page is written by a
 script, so a getter that printed the HTML source instead of the rendered page would miss it. pypdf reads the
 PDFs back: the page's text, Letter paper (612 x 792 pt, Playwright's ``page.pdf()`` default); the user's own
-tabs are left as they were; a page that cannot be loaded is a missing file."""
+tabs are left as they were; a page that cannot be loaded is a missing file, and in an offline run (a download mirror) one the
+mirror lacks."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from core.errors import FilesMissing
 from core.types import Task
 from environments.judges.media import get_pdf_from_url
 from tests.environments.desktops import closed_port, one_desktop, serving_directory
@@ -63,8 +65,15 @@ def test_pdf_from_url_prints_the_rendered_page(tmp_path: Path, site: str) -> Non
                 failure: Any = None
             except FileNotFoundError as exc:
                 failure = exc
+            offline = types.SimpleNamespace(client=env.client, cache_dir=str(tmp_path / "cache"),
+                                            setup_context=lambda: types.SimpleNamespace(download_mirror=mirror))
+            with pytest.raises(FilesMissing, match="could not load") as missing:  # an offline run's missing file
+                await get_pdf_from_url(offline, {"path": unreachable, "dest": "never.pdf", "settle_s": 0})
+            assert missing.value.urls == [unreachable]
             return first, tabs, after, second, failure
 
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
     first, tabs, after, second, failure = asyncio.run(body())
     assert first == str(tmp_path / "cache" / "report_gold.pdf")
     text, size = pdf_facts(first)

@@ -74,6 +74,11 @@ def test_no_auth_is_explicit_and_loopback_only(desktop: DesktopSession) -> None:
     both = subprocess.run([sys.executable, "-m", "environments.probe", "--display", desktop.display, "--port", "0",
                            "--no-auth", "--token", "t"], capture_output=True, text=True, timeout=60, env=env)
     assert both.returncode == 2 and "contradict" in both.stderr
+    # the osworld-docker image's explicit exception qualifies --no-auth and nothing else
+    alone = subprocess.run([sys.executable, "-m", "environments.probe", "--display", desktop.display, "--host",
+                            "0.0.0.0", "--port", "0", "--no-auth-any-host"], capture_output=True, text=True,
+                           timeout=60, env=env)
+    assert alone.returncode == 2 and "only qualifies --no-auth" in alone.stderr
 
 
 def test_served_files_and_downloads_are_bounded(desktop: DesktopSession, tmp_path: Path) -> None:

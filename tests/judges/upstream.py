@@ -114,3 +114,11 @@ def controllers_module(name: str, stubs: Sequence[str] = ()) -> types.ModuleType
     ``compare_urls`` (only that metric module runs); ``stubs`` as for :func:`metrics_module`."""
     _bare_packages(PACKAGES)
     return _import_with_stubs(f"desktop_env.controllers.{name}", stubs)
+
+
+def desktop_env_module(stubs: Sequence[str] = ()) -> types.ModuleType:
+    """``desktop_env/desktop_env.py`` (``DesktopEnv``, OSWorld's harness) as a module, run unchanged: its imports
+    load every metric, getter, controller and provider module upstream ships (the package ``desktop_env`` itself is
+    bare: its ``__init__`` never runs); ``stubs`` as for :func:`metrics_module`."""
+    _bare_packages(("desktop_env",))
+    return _import_with_stubs("desktop_env.desktop_env", stubs)

@@ -95,7 +95,8 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
     sets = {name: _set_means([r["eval_sets"][name] for r in runs if (r.get("eval_sets") or {}).get(name)])
             for name in dict.fromkeys(n for r in runs for n in (r.get("eval_sets") or {}))}
     train = sets.get("train", {}).get("gain")
-    headline = next(iter(sets.values()), {})
+    # the headline set: the test split (summaries list sets by name, so the first is not the test split)
+    headline = sets.get("test") or next(iter(sets.values()), {})
     control = headline.get("sft_only_control")
     return {
         "mean": {"warm_start": mean_of("warm_start"), "after_rl": mean_of("after_rl"), "gain": round(mean, 4)},

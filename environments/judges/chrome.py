@@ -23,8 +23,11 @@ activity (Chrome lists pages in that order):
 
 * ``open_tabs_info`` — ``[{"title", "url"}, ...]`` for the open pages, ``[]`` when no browser answers
   (upstream's answer then). Titles are the pages' current ones (upstream waits for network-idle first).
-* ``active_url_from_accessTree`` — what upstream reads from the address bar (the URL without its scheme)
-  behind ``goto_prefix`` (default ``https://``); None without a browser or a page.
+* ``active_url_from_accessTree`` — what upstream reads from the address bar behind ``goto_prefix`` (default
+  ``https://``); None without a browser or a page. The address bar shows what Chrome shows by default
+  (:func:`address_bar_text`): no ``http(s)://``, no leading ``www.``, no ``/`` of a bare host; other schemes
+  (``chrome://``, ``file://``) in full. The suite's tasks are written for that: ``goto_prefix: "https://www."``
+  for ``https://www.drugs.com/...``, ``""`` for ``chrome://password-manager/passwords``.
 * ``active_tab_info`` — ``{"title", "url", "content"}`` of the active tab, the content fetched from that
   URL inside the desktop (upstream renders it in a new page: a script-built page differs); None without one.
 * ``active_tab_url_parse`` — the ``parse_keys`` query parameters of the active URL (first values, ``""`` when
@@ -112,11 +115,22 @@ async def _tabs(env: Any, wait_s: float = 5) -> list[dict[str, str]] | None:
         return None
 
 
+def address_bar_text(url: str) -> str:
+    """``url`` as Chrome's address bar shows it by default (scheme and trivial subdomain elided), which is what
+    upstream reads from the accessibility tree."""
+    match = re.match(r"https?://(?:www\.)?(.*)$", url, re.IGNORECASE | re.DOTALL)
+    if match is None:
+        return url
+    shown = match.group(1)
+    host, slash, rest = shown.partition("/")
+    return host if slash and not rest else shown  # a bare host's "/" is not shown
+
+
 async def get_active_url_from_accessTree(env: Any, config: Mapping[str, Any]) -> str | None:  # noqa: N802
     tabs = await _tabs(env)
     if not tabs or not tabs[0]["url"]:
         return None
-    return f"{config.get('goto_prefix', 'https://')}{re.sub(r'^[a-zA-Z][a-zA-Z0-9+.-]*://', '', tabs[0]['url'])}"
+    return f"{config.get('goto_prefix', 'https://')}{address_bar_text(tabs[0]['url'])}"
 
 
 async def get_active_tab_info(env: Any, config: Mapping[str, Any]) -> dict[str, str] | None:

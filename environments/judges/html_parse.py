@@ -9,8 +9,8 @@ existence checks); an element that is missing gives ``""``. ``category`` selects
   key}}`` (the stripped ``textContent`` of every ``.cls``, indexed), ``class_multiObject_child`` (the trimmed
   direct text nodes of the first ``.cls``, indexed), ``class_multiObject_only_child`` (the first ``h3`` of
   each ``.cls`` that has one, indexed), ``class_multiObject_search_exist`` ``{cls: [labels]}`` (each label:
-  is it exactly one of the texts; ``is_other_exist``: is some text none of the labels), ``class_singleObject``
-  ``{cls: key}`` (the first ``.cls``);
+  is it exactly one of the texts; ``is_other_exist``: True once some text of such a class is none of its
+  labels, else False), ``class_singleObject`` ``{cls: key}`` (the first ``.cls``);
 * ``label`` — ``labelObject`` ``{text: key}``: the innermost element whose text contains ``text``
   (case-insensitive, whitespace collapsed: Playwright's ``text=`` selector);
 * ``xpath`` — ``xpathObject`` ``{xpath: key}``: the first node's text (the expression tried as a CSS
@@ -113,8 +113,10 @@ def _class(config: Mapping[str, Any], answers: list[Any]) -> dict[str, Any]:
         for label in labels:
             if label != "is_other_exist":
                 out[label] = label in texts
-        if "is_other_exist" in labels:
-            out["is_other_exist"] = any(text not in labels for text in texts)
+        if "is_other_exist" in labels:  # as upstream: once True (for any class) it stays True
+            if any(text not in labels for text in texts):
+                out["is_other_exist"] = True
+            out.setdefault("is_other_exist", False)
     for _cls, name in dict(config.get("class_singleObject") or {}).items():
         texts = answers.pop(0)
         out[name] = texts[0].strip() if texts else ""

@@ -50,8 +50,11 @@ def _read_text(path: str | Path | None) -> str | None:
 
 
 def exact_match(result: Any, rules: Any = None, **_: Any) -> float:
-    """1 when ``result`` equals ``rules["expected"]``."""
-    return float(result is not None and result == _expected_value(rules))
+    """1 when ``result`` equals ``rules["expected"]`` (a None answer to an expected None too, as upstream's;
+    no rules at all, where upstream raises, scores 0)."""
+    if rules is None:
+        return 0.0
+    return float(result == _expected_value(rules))
 
 
 def literal_match(result: Any, expected: Any = None, *, type: str = "str", ignore_case: bool = False, **_: Any) -> float:

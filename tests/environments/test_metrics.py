@@ -19,7 +19,7 @@ def write(path: Path, text: str) -> str:
 def test_string_metrics_follow_osworld_argument_shapes() -> None:
     assert m.exact_match("yes\n", {"expected": "yes\n"}) == 1.0
     assert m.exact_match("yes", {"expected": "yes\n"}) == 0.0
-    assert m.exact_match(None, {"expected": None}) == 0.0  # a missing result never matches
+    assert m.exact_match(None, {"expected": None}) == 1.0  # as upstream: None equals an expected None
     assert m.check_include_exclude("a b c", {"include": ["a", "c"], "exclude": ["d"]}) == 1.0
     assert m.check_include_exclude("a b c d", {"include": ["a"], "exclude": ["d"]}) == 0.0
     assert m.check_include_exclude("a b", {"include": ["z"]}) == 0.0

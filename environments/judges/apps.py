@@ -11,6 +11,9 @@
   record (``{"name": ..., "action": ..., "condition": [...]}``, keys compared for equality) matches some
   filter, and no filter matches an ``unexpect`` record. A filter's ``condition`` is its list of clauses
   (``AND (subject,contains,urgent)``, ``ALL``).
+* ``check_thunderbird_folder(result, expected, ...)`` -- Thunderbird folder files (mbox), one or a list (paired
+  in order): 1 when every pair reads the same under upstream's reading, which counts *empty* messages only (see
+  the function).
 """
 
 from __future__ import annotations
@@ -147,3 +150,52 @@ def check_thunderbird_filter(result: str | None, rules: Any = None, **_: Any) ->
     expected = all(any(matches(record, flt) for flt in filters) for record in rules.get("expect", []))
     unexpected = any(matches(record, flt) for flt in filters for record in rules.get("unexpect", []))
     return float(expected and not unexpected)
+
+
+_FOLDER_SEPARATOR = "FROM - "
+
+
+def _thunderbird_folder_reading(path: str, remove_duplicate: bool) -> str:
+    """What upstream's ``read_thunderbird_folder_file`` makes of a folder file: its text (stripped) split at
+    ``FROM - ``; upstream's loop skips every piece that is not blank (``if mail.strip(): continue``, meant as
+    ``if not``), so the reading is one ``FROM - `` per blank piece (a set of them with ``remove_duplicate``).
+    A blank piece holds no ``X-Mozilla-Status``/``X-Mozilla-Keys`` line, so the other options change nothing."""
+    text = Path(path).read_bytes().decode("utf-8", "surrogateescape").strip()  # str.strip, as upstream's
+    blanks = sum(1 for piece in text.split(_FOLDER_SEPARATOR) if not piece.strip())
+    return "\n".join([_FOLDER_SEPARATOR] * (min(blanks, 1) if remove_duplicate else blanks))
+
+
+def check_thunderbird_folder(result: str | list[str | None] | None, expected: str | list[str | None] | None = None, *,
+                             ignore_status: bool = False, ignore_keys: bool = False, remove_deleted: bool = True,
+                             remove_duplicate: bool = True, **_: Any) -> float:
+    """Upstream's score for Thunderbird folder files (``result``/``expected``: a path each, or lists of paths
+    paired in order, a longer list's extra files unread as with ``zip``).
+
+    Upstream means to compare the folders' messages (pieces starting ``FROM - ``; ``X-Mozilla-Status`` lines
+    dropped with ``ignore_status``, ``X-Mozilla-Keys`` with ``ignore_keys``, deleted ones -- status 0008/0009 --
+    dropped with ``remove_deleted``, duplicates with ``remove_duplicate``), but its loop keeps only the *blank*
+    pieces (``if mail.strip(): continue``). So a file reads as the number of blank pieces of its stripped text
+    split at ``FROM - `` (at most one with ``remove_duplicate``, the default): the whole of an empty or blank
+    file, the nothing before a leading ``FROM - ``, the blanks between two ``FROM - ``; a Thunderbird mbox
+    (messages start ``From - ``) and any other text have none. A pair scores when both files read the same: with
+    the defaults, when both or neither have a blank piece, whatever their messages. ``ignore_status``, ``ignore_keys`` and ``remove_deleted`` change no score (accepted as upstream's).
+
+    Where upstream raises, this scores 0: a missing result or gold file, lists against a single path. A file that
+    is not UTF-8 (upstream's ``open`` raises in a UTF-8 locale) reads with its other bytes as they are."""
+    del ignore_status, ignore_keys, remove_deleted  # see above: no blank piece holds what they remove
+    if not isinstance(expected, list):
+        if isinstance(result, list):
+            return 0.0  # upstream opens the list as a path: TypeError
+        result, expected = [result], [expected]
+    elif not isinstance(result, list):
+        return 0.0  # upstream pairs the characters of the one path with the gold files
+    for mine, gold in zip(result, expected):
+        if mine is None or gold is None:
+            return 0.0
+        try:
+            if _thunderbird_folder_reading(mine, remove_duplicate) != _thunderbird_folder_reading(
+                    gold, remove_duplicate):
+                return 0.0
+        except OSError:  # upstream raises: a missing file, a folder
+            return 0.0
+    return 1.0

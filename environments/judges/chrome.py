@@ -28,8 +28,12 @@ activity (Chrome lists pages in that order):
   (:func:`address_bar_text`): no ``http(s)://``, no leading ``www.``, no ``/`` of a bare host; other schemes
   (``chrome://``, ``file://``) in full. The suite's tasks are written for that: ``goto_prefix: "https://www."``
   for ``https://www.drugs.com/...``, ``""`` for ``chrome://password-manager/passwords``.
-* ``active_tab_info`` — ``{"title", "url", "content"}`` of the active tab, the content fetched from that
-  URL inside the desktop (upstream renders it in a new page: a script-built page differs); None without one.
+* ``active_tab_info`` — ``{"title", "url", "content"}`` of ``active_url_from_accessTree``'s URL re-opened, as
+  upstream does, in a fresh browser context (no cookies or tabs of the user's; the ``render`` DevTools action,
+  0.5 s after load for upstream's network-idle wait): its title, location after redirects and rendered DOM. So
+  a page that needs the tab's session answers where the site sends a new visitor, and a URL that does not load
+  (e.g. ``goto_prefix: "https://www."`` before a host without a ``www.`` name) None, as upstream; None without
+  a browser or a page.
 * ``active_tab_url_parse`` — the ``parse_keys`` query parameters of the active URL (first values, ``""`` when
   absent), renamed by ``replace``, split at commas with ``split_list``.
 * ``url_dashPart`` — the ``partIndex``-th ``/``-separated part of that URL (its query dropped with
@@ -134,12 +138,17 @@ async def get_active_url_from_accessTree(env: Any, config: Mapping[str, Any]) ->
 
 
 async def get_active_tab_info(env: Any, config: Mapping[str, Any]) -> dict[str, str] | None:
-    tabs = await _tabs(env)
-    if not tabs:
-        return None
     url = await get_active_url_from_accessTree(env, config)
-    fetched = await env.client.devtools({"action": "fetch", "url": url})
-    return {"title": tabs[0]["title"], "url": tabs[0]["url"], "content": fetched["content"]}
+    if url is None:
+        return None
+    try:
+        shown = await env.client.devtools({"action": "render", "url": url, "settle_s": 0.5, "wait_s": 60})
+    except ScaleCUAError as exc:
+        log.info("the active tab's page cannot be opened", url=url, error=str(exc))
+        return None
+    if str(shown["url"]).startswith("chrome-error://"):  # it did not load: upstream's page.goto raises
+        return None
+    return {"title": shown["title"], "url": shown["url"], "content": shown["content"]}
 
 
 async def get_active_tab_url_parse(env: Any, config: Mapping[str, Any]) -> dict[str, Any] | None:

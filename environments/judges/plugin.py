@@ -65,7 +65,7 @@ _METRICS = {
     ),
     "environments.judges.pdfs": ("compare_pdfs",),
     "environments.judges.apps": ("check_json_settings", "is_extension_installed", "check_thunderbird_prefs",
-                                 "check_thunderbird_filter"),
+                                 "check_thunderbird_filter", "check_thunderbird_folder"),
     "environments.judges.slides": ("compare_pptx_files",),
     "environments.judges.chrome_profile": (
         "check_history_deleted", "is_cookie_deleted", "check_font_size", "check_enabled_experiments",

@@ -23,15 +23,10 @@ from __future__ import annotations
 import asyncio
 import html
 import json
-import os
 import platform
-import shutil
-import signal
-import subprocess
 import threading
 import time
 import types
-import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -44,6 +39,7 @@ from hypothesis import strategies as st
 
 from environments.client import EnvironmentClient
 from environments.judges.html_parse import get_active_tab_html_parse
+from tests.judges.chromium import Chromium, require_chromium
 from tests.judges.test_conformance_getters import VMServer
 from tests.judges.upstream import getters_module
 
@@ -163,20 +159,9 @@ class Browser:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
         self.vm = VMServer(home)
-        profile = home / ".config" / "chromium"
-        self.chromium = subprocess.Popen(
-            ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
-             "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + 60
-        while not (profile / "DevToolsActivePort").is_file() or not (profile / "DevToolsActivePort").read_text().strip():
-            assert time.monotonic() < deadline and self.chromium.poll() is None, "chromium gave no DevTools port"
-            time.sleep(0.1)
-        self.port = int((profile / "DevToolsActivePort").read_text().split()[0])
-
-    def devtools(self, path: str, method: str = "GET") -> Any:
-        with urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method=method)) as answer:
-            return json.loads(answer.read() or b"null") if path.startswith(("/json/list", "/json/new")) else None
+        self.chromium = Chromium(home)
+        self.port = self.chromium.port
+        self.devtools = self.chromium.devtools
 
     def show(self, path: str, xpaths: dict[str, str], inputs: dict[str, str], classes: dict[str, list[str]]) -> None:
         """Open ``/p/<path>`` (the page made of the rest) as the only tab; the address bar shows its URL."""
@@ -198,12 +183,7 @@ class Browser:
                         "</application></desktop-frame>")
 
     def close(self) -> None:
-        os.killpg(self.chromium.pid, signal.SIGTERM)
-        try:
-            self.chromium.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.chromium.pid, signal.SIGKILL)
-            self.chromium.wait()
+        self.chromium.close()
         self.vm.close()
         self.httpd.shutdown()
         self.httpd.server_close()
@@ -211,8 +191,7 @@ class Browser:
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
-    if shutil.which("chromium") is None:
-        pytest.skip("needs Debian's chromium (apt-get install chromium)")
+    require_chromium()
     running = Browser(tmp_path_factory.mktemp("home"))
     yield running
     running.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -14,8 +15,18 @@ import time
 import urllib.request
 from pathlib import Path
 from typing import Any
+from xml.sax.saxutils import escape
 
 import pytest
+
+
+def address_bar_tree(title: str, shown: str) -> str:
+    """The one part of a desktop's accessibility tree upstream's address-bar getters read: Chrome's window titled
+    ``title`` whose address bar shows ``shown`` (upstream's selector names Chromium on arm, Google Chrome
+    elsewhere)."""
+    app = "Chromium" if "arm" in platform.machine() else "Google Chrome"
+    return (f'<desktop-frame name="main"><application name="{app}"><frame name="{escape(title)}">'
+            f'<entry name="Address and search bar">{escape(shown)}</entry></frame></application></desktop-frame>')
 
 
 def require_chromium() -> None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import html
 import json
-import platform
 import threading
 import time
 import types
@@ -31,7 +30,6 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from xml.sax.saxutils import escape
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -39,7 +37,7 @@ from hypothesis import strategies as st
 
 from environments.client import EnvironmentClient
 from environments.judges.html_parse import get_active_tab_html_parse
-from tests.judges.chromium import Chromium, require_chromium
+from tests.judges.chromium import Chromium, address_bar_tree, require_chromium
 from tests.judges.test_conformance_getters import VMServer
 from tests.judges.upstream import getters_module
 
@@ -177,10 +175,7 @@ class Browser:
             assert time.monotonic() < deadline, "the page did not load"
             time.sleep(0.05)
         url = next(t["url"] for t in self.devtools("/json/list") if t["type"] == "page")
-        chrome = "Chromium" if "arm" in platform.machine() else "Google Chrome"  # upstream's selector per machine
-        self.vm.tree = (f'<desktop-frame name="main"><application name="{chrome}"><frame name="{title}"><entry '
-                        f'name="Address and search bar">{escape(url.removeprefix("http://"))}</entry></frame>'
-                        "</application></desktop-frame>")
+        self.vm.tree = address_bar_tree(title, url.removeprefix("http://"))
 
     def close(self) -> None:
         self.chromium.close()

@@ -41,7 +41,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import itertools
-import platform
 import ssl
 import threading
 import time
@@ -51,7 +50,6 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from xml.sax.saxutils import escape
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -60,7 +58,7 @@ from hypothesis import strategies as st
 from environments.client import EnvironmentClient
 from environments.judges import browser as browser_metrics
 from environments.judges import chrome, system
-from tests.judges.chromium import Chromium, require_chromium
+from tests.judges.chromium import Chromium, address_bar_tree, require_chromium
 from tests.judges.test_conformance_getters import VMServer
 from tests.judges.upstream import getters_module, metrics_module
 
@@ -273,10 +271,7 @@ class Desktop:
         while self.chromium.pages()[0]["id"] != target["id"]:
             assert time.monotonic() < deadline, "the tab did not become active"
             time.sleep(0.05)
-        app = "Chromium" if "arm" in platform.machine() else "Google Chrome"  # upstream's selector per machine
-        self.vm.tree = (f'<desktop-frame name="main"><application name="{app}"><frame name="{escape(target["title"])}">'
-                        f'<entry name="Address and search bar">{escape(chrome.address_bar_text(target["url"]))}</entry>'
-                        "</frame></application></desktop-frame>")
+        self.vm.tree = address_bar_tree(target["title"], chrome.address_bar_text(target["url"]))
         return target
 
     def close(self) -> None:

@@ -30,6 +30,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import ScaleCUAError
+from environments.containers.bridge import pin_bridge_of
 from environments.containers.podman_service import PodmanService
 
 log = structlog.get_logger(__name__)
@@ -279,8 +280,11 @@ class Engine:
                 if binding.get("HostPort"):
                     return self.host.published_address, int(binding["HostPort"])
             raise EngineError(f"{self.url}: container {container_id[:12]} has no published port for {port}/tcp")
-        addresses = [settings.get("IPAddress")] + [n.get("IPAddress") for n in (settings.get("Networks") or {}).values()]
-        for address in addresses:
+        networks = list((settings.get("Networks") or {}).values())
+        for gateway in {settings.get("Gateway")} | {n.get("Gateway") for n in networks}:
+            if gateway and self.host.is_local:  # a bridge on this machine: its MAC must not move (see bridge.py)
+                pin_bridge_of(gateway)
+        for address in [settings.get("IPAddress")] + [n.get("IPAddress") for n in networks]:
             if address:
                 return address, port
         raise EngineError(

@@ -8,6 +8,7 @@ socket, our probe in each container, the bundled tasks' oracles and judges.
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 import time
@@ -22,6 +23,7 @@ from core.errors import EnvironmentFailure
 from core.pluginmanager import Plugins, load_plugins
 from core.types import Task
 from core.interfaces import JudgeServices
+from environments.containers.bridge import SYSFS, interface_with_address, is_pinned
 from environments.containers.container_desktop import ContainerDesktopBackend
 from environments.containers.engine import LABEL_POOL, Engine, EngineHost
 from environments.containers.podman_service import PodmanService
@@ -218,6 +220,39 @@ def test_a_desktop_that_stops_answering_during_reset_is_swapped_for_a_fresh_one(
 
     frozen = harness.run(episode())
     assert subprocess.run(["podman", "container", "exists", frozen], check=False).returncode == 1  # removed
+
+
+def test_the_bridge_keeps_its_mac_address_while_containers_come_and_go(harness: Harness,
+                                                                      pool: ContainerDesktopBackend) -> None:
+    """A Linux bridge takes the lowest MAC of its ports unless one was set, so netavark's bridge changed its
+    address whenever a swapped-out container's veth left it, and the next desktop's replies went to a MAC that
+    was gone (connections stalled 1 to 25 s in SYN retransmits). The engine pins the bridge's address: it is
+    one set by hand (addr_assign_type 3) and stays the same across swaps (each reset here is a fresh
+    container: the old one is removed)."""
+    if os.geteuid() != 0:
+        pytest.skip("a rootless engine's bridge lives in its own network namespace")
+    task = load_bundled_tasks(ids=["os-make-executable"])[0]
+
+    async def swaps() -> tuple[str, set[str], set[str]]:
+        env = await pool.acquire()
+        try:
+            settings = await asyncio.to_thread(env.slot.engine.client.api.inspect_container, env.container_id)
+            gateway = next(n["Gateway"] for n in settings["NetworkSettings"]["Networks"].values() if n["Gateway"])
+            bridge = interface_with_address(gateway)
+            assert bridge is not None, f"no interface here holds the containers' gateway {gateway}"
+            macs, containers = set(), set()
+            for _ in range(4):
+                await env.reset(task)
+                containers.add(env.container_id)
+                macs.add((SYSFS / bridge / "address").read_text().strip())
+                assert is_pinned(bridge)
+        finally:
+            await pool.release(env)
+        return bridge, macs, containers
+
+    bridge, macs, containers = harness.run(swaps())
+    assert len(containers) >= 3, "the resets did not swap containers"
+    assert len(macs) == 1, f"{bridge} changed its MAC address as containers came and went: {sorted(macs)}"
 
 
 def test_health_check_replaces_a_dead_idle_container(harness: Harness, podman_service: PodmanService,

@@ -6,8 +6,11 @@ The endpoint's port comes from ``DevToolsActivePort`` in the profile (``~/.confi
 0), else OSWorld's fixed ports (1337, 9222). The program waits up to ``wait_s`` for an endpoint that
 answers (Chrome may just have been launched) and prints one JSON answer:
 
-* ``{"action": "tabs"}`` -> ``[{"id", "title", "url"}, ...]``: the open pages, most recently active first
-  (the order of Chrome's ``/json/list``);
+* ``{"action": "tabs", "documents": false}`` -> ``[{"id", "title", "url"}, ...]``: the open pages, most recently
+  active first (the order of Chrome's ``/json/list``), with the URL the tab shows and DevTools' title (the URL
+  for an untitled page); with ``"documents": true`` as each page's document says (Playwright's ``page.url`` and
+  ``page.title()``): the main frame's URL, ``chrome-error://chromewebdata/`` for a page that did not load, and
+  ``document.title`` (DevTools' values for a page that does not answer within 2 s, e.g. behind a dialog);
 * ``{"action": "open", "urls": [...]}`` -> the pages after opening each URL in a new tab and closing the
   page that was first before (as OSWorld's ``chrome_open_tabs`` replaces the start page);
 * ``{"action": "fetch", "url": ...}`` -> ``{"content": ...}``: the document at ``url`` as the desktop's network
@@ -391,5 +394,23 @@ if request["action"] == "open":
         call(port, "/json/new?" + urllib.parse.quote(url, safe=":/"), method="PUT")  # Chrome unescapes it whole
         if index == 0 and before:
             call(port, "/json/close/" + before[0]["id"])
-print(json.dumps(pages(port)))
+def as_documents(listed):
+    """Each page as its document says: the main frame's URL (Chrome's error page where it did not load) and
+    ``document.title``; DevTools' own values for a page that does not answer in 2 s (a modal dialog)."""
+    out = []
+    by_id = {t["id"]: t for t in call(port, "/json/list")}
+    for tab in listed:
+        shown = dict(tab)
+        try:
+            page = Page(by_id[tab["id"]]["webSocketDebuggerUrl"])
+            page.sock.settimeout(2)
+            frame = page.call("Page.getFrameTree", {})["frameTree"]["frame"]
+            shown["url"] = frame["url"] + frame.get("urlFragment", "")
+            shown["title"] = page.evaluate("document.title")
+            page.sock.close()
+        except (OSError, KeyError, ValueError):
+            pass
+        out.append(shown)
+    return out
+print(json.dumps(as_documents(pages(port)) if request.get("documents") else pages(port)))
 '''

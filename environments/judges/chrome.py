@@ -107,13 +107,14 @@ async def get_find_unpacked_extension_path(env: Any, config: Mapping[str, Any]) 
 
 
 async def get_open_tabs_info(env: Any, config: Mapping[str, Any]) -> list[dict[str, str]]:
-    tabs = await _tabs(env, float(config.get("wait_s", 5)))
+    """As upstream's pages say: each document's URL (Chrome's error page where it did not load) and title."""
+    tabs = await _tabs(env, float(config.get("wait_s", 5)), documents=True)
     return [{"title": tab["title"], "url": tab["url"]} for tab in tabs or []]
 
 
-async def _tabs(env: Any, wait_s: float = 5) -> list[dict[str, str]] | None:
+async def _tabs(env: Any, wait_s: float = 5, documents: bool = False) -> list[dict[str, str]] | None:
     try:
-        return await env.client.devtools({"action": "tabs", "wait_s": wait_s})
+        return await env.client.devtools({"action": "tabs", "wait_s": wait_s, "documents": documents})
     except ScaleCUAError as exc:
         log.info("no browser answers", error=str(exc))
         return None

@@ -25,9 +25,10 @@ activity (Chrome lists pages in that order):
   (upstream's answer then). Titles are the pages' current ones (upstream waits for network-idle first).
 * ``active_url_from_accessTree`` — what upstream reads from the address bar behind ``goto_prefix`` (default
   ``https://``); None without a browser or a page. The address bar shows what Chrome shows by default
-  (:func:`address_bar_text`): no ``http(s)://``, no leading ``www.``, no ``/`` of a bare host; other schemes
-  (``chrome://``, ``file://``) in full. The suite's tasks are written for that: ``goto_prefix: "https://www."``
-  for ``https://www.drugs.com/...``, ``""`` for ``chrome://password-manager/passwords``.
+  (:mod:`environments.judges.address_bar`, checked against a real Chromium's accessibility tree): no
+  ``http(s)://``, no leading ``www.``, no ``/`` of a bare host, escapes of letters and UTF-8 shown decoded;
+  ``chrome://`` in full. The suite's tasks are written for that: ``goto_prefix: "https://www."`` for
+  ``https://www.drugs.com/...``, ``""`` for ``chrome://password-manager/passwords``.
 * ``active_tab_info`` — ``{"title", "url", "content"}`` of ``active_url_from_accessTree``'s URL re-opened, as
   upstream does, in a fresh browser context (no cookies or tabs of the user's; the ``render`` DevTools action,
   0.5 s after load for upstream's network-idle wait): its title, location after redirects and rendered DOM. So
@@ -43,13 +44,13 @@ activity (Chrome lists pages in that order):
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Mapping
 from urllib.parse import parse_qs, urlparse
 
 import structlog
 
 from core.errors import ScaleCUAError
+from environments.judges.address_bar import address_bar_text
 
 log = structlog.get_logger(__name__)
 
@@ -118,17 +119,6 @@ async def _tabs(env: Any, wait_s: float = 5, documents: bool = False) -> list[di
     except ScaleCUAError as exc:
         log.info("no browser answers", error=str(exc))
         return None
-
-
-def address_bar_text(url: str) -> str:
-    """``url`` as Chrome's address bar shows it by default (scheme and trivial subdomain elided), which is what
-    upstream reads from the accessibility tree."""
-    match = re.match(r"https?://(?:www\.)?(.*)$", url, re.IGNORECASE | re.DOTALL)
-    if match is None:
-        return url
-    shown = match.group(1)
-    host, slash, rest = shown.partition("/")
-    return host if slash and not rest else shown  # a bare host's "/" is not shown
 
 
 async def get_active_url_from_accessTree(env: Any, config: Mapping[str, Any]) -> str | None:  # noqa: N802

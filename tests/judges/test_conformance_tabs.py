@@ -14,10 +14,10 @@ has none, one is built by script, one needs a session cookie (a fresh browser co
 Upstream asks through Playwright's ``connect_over_cdp`` (its ``chromium_port``); ours runs its DevTools program
 through ``POST /execute`` of :class:`tests.judges.test_conformance_getters.VMServer`.
 
-Not real: the desktop's accessibility tree, where both read the active tab's URL (upstream from ``GET
+Not real here: the desktop's accessibility tree, where upstream reads the active tab's URL (``GET
 /accessibility``, answering the address bar with the active tab's URL as Chrome shows it, :func:`environments.
-judges.chrome.address_bar_text`: no ``https://``, no leading ``www.``; ours from DevTools' most recently active
-page, shown the same way).
+judges.address_bar.address_bar_text`; ours from DevTools' most recently active page, shown the same way). That
+formatting is checked against a real Chromium's tree in ``tests/judges/test_conformance_address_bar.py``.
 
 Facts established here (the consuming metrics read only the URLs):
 

@@ -2,10 +2,10 @@
 conditional formats applied, as OSWorld's ``load_xlsx_styles`` sees them.
 
 A conditional format restyles the cells its rule holds for (later rules over earlier ones). Rule operands are
-evaluated as upstream evaluates them, with one limit: upstream compiles formulas with the ``formulas`` package,
-which is not a dependency here, so only literal operands (numbers, quoted text, TRUE/FALSE) are understood.
-``cellIs`` rules with literal operands therefore score as upstream's; ``expression``-style rules (and operands
-such as ``5+1``) are skipped, as upstream skips a formula it cannot compile, and restyle nothing. Rule types upstream
+evaluated as upstream evaluates them: literal operands (numbers, quoted text, TRUE/FALSE) here, any other formula
+(``expression`` rules such as ``A2>5``, operands such as ``5+1``) compiled with the ``formulas`` package, as
+upstream compiles it, where it is installed (the ``tables`` extra; ``dev`` has it). Without it such a rule is
+skipped with a log line and restyles nothing, as upstream skips a formula it cannot compile. Rule types upstream
 does not evaluate (``top10``, ``aboveAverage``, ...) restyle nothing here (upstream reuses the previous rule's
 condition for them, or none). Where upstream raises (a single absolute cell in an expression, a conditional style
 without a font) this does not: the cell counts as one value, the property as None.
@@ -88,14 +88,14 @@ def _condition(book: Book, sheet: str, rule: Any) -> Callable[[Any], Any] | None
     if rule.type == "cellIs":
         try:
             operands = [operand() for operand in compiled]
-        except TypeError:
+        except Exception:  # noqa: BLE001 - an operand that needs inputs (a reference) skips the rule, as upstream
             return None
         return lambda value: _cell_is(rule.operator, value, operands)
     return None
 
 
 def _compile(formula: str) -> Callable[..., Any]:
-    """A literal operand as a function of no inputs; ValueError for anything that needs a formula engine."""
+    """A literal operand as a function of no inputs, any other formula compiled (:func:`_compiled`)."""
     text = formula.strip()
     if _NUMBER.fullmatch(text):
         number = float(text)
@@ -105,8 +105,21 @@ def _compile(formula: str) -> Callable[..., Any]:
     elif text.upper() in ("TRUE", "FALSE"):
         value = text.upper() == "TRUE"
     else:
-        raise ValueError(f"not a literal: {formula!r}")
+        return _compiled(formula)
     return lambda: value
+
+
+def _compiled(formula: str) -> Callable[..., Any]:
+    """``formula`` compiled by the ``formulas`` package as upstream compiles it (inputs: the cell's value, then
+    the values of its absolute references); ValueError without the package or for a formula it rejects."""
+    try:
+        import formulas
+    except ImportError:
+        raise ValueError(f"{formula!r} needs a formula engine: pip install 'scalecua[tables]'") from None
+    try:
+        return formulas.Parser().ast("=" + formula)[1].compile()
+    except Exception as exc:  # noqa: BLE001 - whatever the engine rejects is skipped, as upstream skips it
+        raise ValueError(f"{formula!r} does not compile: {exc}") from exc
 
 
 def _reference_values(book: Book, sheet: str, match: re.Match[str]) -> Any:

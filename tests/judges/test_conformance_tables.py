@@ -9,14 +9,14 @@ those objects and saved with the workbook. Formulas' cached results, which openp
 the sheet XML. ``sheet_data`` is also checked by hypothesis over tables of floats, padded text, digit strings,
 empty cells and case changes.
 
-Upstream's ``style`` rule compiles conditional formats with the ``formulas`` package, which is not installed here:
-it is replaced by a parser that compiles nothing (upstream then skips every conditional rule, as ours skips the
-ones it cannot evaluate), and the cases where ours evaluates a conditional format are checked by hand, and against
-upstream too when ``formulas`` is importable.
+Upstream's ``style`` rule compiles conditional formats with the ``formulas`` package (the ``dev`` extra; ours
+uses it too, the ``tables`` extra): literal operands, formula operands and expressions score as upstream's; where
+upstream raises (a single absolute cell) ours reads the cell; without ``formulas`` ours skips formula rules.
 """
 
 from __future__ import annotations
 
+import sys
 import re
 import tempfile
 import types
@@ -401,7 +401,7 @@ def test_style_conditional_formats_compared_with_upstream(tmp_path: Path, rule: 
     result = workbook(tmp_path / "result.xlsx", CALENDAR, lambda wb: _conditional(wb, rule))
     rules = [{"type": "style", "sheet_idx0": 0, "sheet_idx1": "EI0", "props": ["bgcolor"]}]
     assert compare_table(result, gold, rules=rules) == score
-    pytest.importorskip("formulas")  # upstream evaluates conditional formats only with it
+    # upstream evaluates conditional formats with formulas (the dev extra)
     assert same_score(result, gold, rules) == score
 
 
@@ -422,21 +422,53 @@ def _weekend_files(tmp_path: Path, rule: Callable[[Any], Any], name: str) -> tup
     (lambda fill: CellIsRule(operator="notBetween", formula=["0", "2.5"], fill=fill), 1.0),
     (lambda fill: CellIsRule(operator="greaterThanOrEqual", formula=["2"], fill=fill), 0.0),  # 2 too
     (lambda fill: CellIsRule(operator="equal", formula=['"Sat"'], fill=fill), 0.0),
-    (lambda fill: CellIsRule(operator="greaterThan", formula=["4+1"], fill=fill), 0.0),  # not a literal: skipped
-    (lambda fill: FormulaRule(formula=["A2>5"], fill=fill), 0.0),  # an expression: skipped
 ])
 def test_style_conditional_formats_by_hand(tmp_path: Path, rule: Callable[[Any], Any], score: float) -> None:
-    """Literal ``cellIs`` operands are evaluated with upstream's semantics; operands and expressions that need a
-    formula engine are skipped (as upstream skips what it cannot compile)."""
+    """Literal ``cellIs`` operands are evaluated with upstream's semantics."""
     result, gold = _weekend_files(tmp_path, rule, "result")
     assert compare_table(result, gold, rules=WEEKEND_RULES) == score
 
 
-def test_style_expression_is_the_known_difference(tmp_path: Path) -> None:
-    result, gold = _weekend_files(tmp_path, lambda fill: FormulaRule(formula=["A2>5"], fill=fill), "result")
+FORMULA_RULES = {  # rule -> the score against the weekend gold (B2, C2, B3, C3 red)
+    "cellIs > 4+1": (lambda fill: CellIsRule(operator="greaterThan", formula=["4+1"], fill=fill), 1.0),
+    "cellIs between formulas": (lambda fill: CellIsRule(operator="between", formula=["2*3", "7*2"], fill=fill), 1.0),
+    "expression A2>5": (lambda fill: FormulaRule(formula=["A2>5"], fill=fill), 1.0),
+    "expression AND": (lambda fill: FormulaRule(formula=["AND(A2>1,A2<13)"], fill=fill), 0.0),
+    "expression ISNUMBER": (lambda fill: FormulaRule(formula=["ISNUMBER(A2)"], fill=fill), 0.0),
+    "expression that does not compile": (lambda fill: FormulaRule(formula=["A2>>5"], fill=fill), 0.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORMULA_RULES))
+def test_style_formula_operands_score_as_upstreams(tmp_path: Path, name: str) -> None:
+    """Operands and expressions that need a formula engine are compiled by ``formulas`` (the ``tables`` extra,
+    in ``dev``), as upstream compiles them: the same cells restyled, the same score."""
+    rule, score = FORMULA_RULES[name]
+    result, gold = _weekend_files(tmp_path, rule, "result")
+    assert compare_table(result, gold, rules=WEEKEND_RULES) == theirs(result, gold, WEEKEND_RULES) == score
+
+
+def test_a_formula_on_one_absolute_cell_is_where_upstream_raises(tmp_path: Path) -> None:
+    """Upstream reads ``$B$2`` as the range ``B2:`` and raises; ours reads the cell (documented in
+    environments/judges/table_styles.py): the expression holds for the weekend cells, an operand that needs the
+    reference as an input skips the rule."""
+    expression = lambda fill: FormulaRule(formula=["A2>=$B$2"], fill=fill)  # noqa: E731
+    operand = lambda fill: CellIsRule(operator="equal", formula=["$B$2"], fill=fill)  # noqa: E731
+    for rule, score in ((expression, 1.0), (operand, 0.0)):
+        result, gold = _weekend_files(tmp_path, rule, f"result-{score}")
+        assert compare_table(result, gold, rules=WEEKEND_RULES) == score
+        with pytest.raises(ValueError, match="not a valid coordinate or range"):
+            theirs(result, gold, WEEKEND_RULES)
+
+
+def test_without_a_formula_engine_formula_rules_restyle_nothing(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "formulas", None)  # import formulas raises ImportError
+    rule, _ = FORMULA_RULES["expression A2>5"]
+    result, gold = _weekend_files(tmp_path, rule, "result")
     assert compare_table(result, gold, rules=WEEKEND_RULES) == 0.0
-    pytest.importorskip("formulas")
-    assert theirs(result, gold, WEEKEND_RULES) == 1.0  # upstream, with ``formulas``, evaluates the expression
+    literal = lambda fill: CellIsRule(operator="greaterThan", formula=["5"], fill=fill)  # noqa: E731
+    assert compare_table(*_weekend_files(tmp_path, literal, "literal"), rules=WEEKEND_RULES) == 1.0
 
 
 # --- charts, pivot tables ----------------------------------------------------------------------------------------

@@ -116,6 +116,7 @@ def main() -> None:
     def torch_backend() -> dict[str, Any]:
         torch.manual_seed(0)
         trainer = TorchTrainer(TorchTrainerOptions(device="cuda", lr=1e-3), model=policy, algorithm=algorithm)
+        shared["torch_proximal"] = trainer.recompute_logprobs(segments)  # the initial weights' (old_logprobs: recompute)
         metrics, seconds = timed_steps(trainer, segments, steps)
         shared["torch_losses"] = [m["loss/pg"] for m in metrics]
         shared["torch_weights"] = {n: t.detach().float().cpu() for b in trainer.export_weights() for n, t in b}
@@ -146,9 +147,14 @@ def main() -> None:
 
         torch.manual_seed(0)
         trainer = MegatronTrainer(MegatronTrainerOptions(lr=1e-3, dtype="float32"), model=policy, algorithm=algorithm)
+        proximal = trainer.recompute_logprobs(segments)
         metrics, seconds = timed_steps(trainer, segments, steps)
         losses = [m["loss/pg"] for m in metrics]
         out: dict[str, Any] = {"losses": losses, "fp32": rate(metrics, seconds)}
+        if "torch_proximal" in shared:
+            out["recompute_max_abs_diff_vs_torch"] = max(abs(a - b) for mine, theirs in
+                                                         zip(proximal, shared["torch_proximal"])
+                                                         for a, b in zip(mine, theirs))
         exported = {n: t.detach().float().cpu() for b in trainer.export_weights() for n, t in b}
         if "torch_losses" in shared:
             diffs = [abs(a - b) / max(abs(b), 1e-6) for a, b in zip(losses, shared["torch_losses"])]

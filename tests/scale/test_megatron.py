@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -112,3 +113,44 @@ def test_bridge_names_map_onto_the_transformers_model() -> None:
         list(language_model_weights([(name, torch.zeros(3, 3, 3))], expected, ()))
     with pytest.raises(KeyError, match="lacks"):
         list(language_model_weights(stream[:3], expected, vision))
+
+
+class _ChunkStandIn(torch.nn.Module):
+    """A SIMULATION of a Megatron model chunk: the tiny transformers model behind Megatron's forward signature
+    (``input_ids``, ``position_ids``, ``attention_mask``, the vision inputs; logits out), because Megatron-Bridge
+    builds the real chunk only where it installs (``bench/gpu_check.sh``)."""
+
+    def __init__(self, module: torch.nn.Module, image_pad_id: int):
+        super().__init__()
+        self.module, self.image_pad_id = module, image_pad_id
+
+    def forward(self, *, input_ids: torch.Tensor, position_ids: Any, attention_mask: Any, **vision: Any) -> Any:
+        assert position_ids is None and attention_mask is None  # Megatron builds both itself (M-RoPE from the ids)
+        types = (input_ids == self.image_pad_id).to(torch.int32)
+        return self.module(input_ids=input_ids, mm_token_type_ids=types, **vision).logits
+
+
+def test_recompute_logprobs_equal_the_torch_trainers() -> None:
+    """``algorithm.old_logprobs: recompute`` on the megatron backend: the proximal logprobs of each segment
+    (every rank computes every segment in the same order) equal the torch backend's on the same weights, 0
+    where the loss mask is 0; without a reference model, asking for the reference's is an error."""
+    from trainers.megatron.backend import MegatronTrainer
+    from trainers.torch_backend import TorchTrainer, TorchTrainerOptions
+
+    model = batch.policy_model()
+    segments = batch.segments(model.renderer())
+    algorithm = AlgorithmSection(temperature=0.8)
+    torch_trainer = TorchTrainer(TorchTrainerOptions(device="cpu"), model=model, algorithm=algorithm)
+    expected = torch_trainer.recompute_logprobs(segments)
+    megatron = object.__new__(MegatronTrainer)  # the parts recompute_logprobs uses, on one CPU rank
+    megatron.__dict__.update(policy=model, device=torch.device("cpu"), algorithm=algorithm, tp_rank=0, tp_group=None,
+                             real_vocab=model.vocab_size(), suppress_ids=model.suppressed_ids(), _mask_cache={},
+                             model=[_ChunkStandIn(torch_trainer.model, model.renderer().image_pad_id)],
+                             reference=None)
+    got = megatron.recompute_logprobs(segments)
+    assert [len(g) for g in got] == [len(s.input_ids) for s in segments]
+    for seg, mine, theirs in zip(segments, got, expected, strict=True):
+        torch.testing.assert_close(torch.tensor(mine), torch.tensor(theirs), atol=1e-4, rtol=1e-4)
+        assert all(v == 0.0 for v, m in zip(mine, seg.loss_mask) if not m) and min(mine) < -0.1
+    with pytest.raises(ValueError, match="no reference model"):
+        megatron.recompute_logprobs(segments, reference=True)

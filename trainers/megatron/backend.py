@@ -37,7 +37,7 @@ from core.errors import CheckpointError, ScaleCUAError
 from core.interfaces import PolicyModel, TrainerBackend
 from core.types import Segment
 from core.weight_sync import iter_buckets
-from trainers.batching import micro_batch_tensors, plan_micro_batches
+from trainers.batching import micro_batch_tensors, plan_micro_batches, proximal_tensor
 from trainers.objective import StepStats, check_objective, count_trainable_tokens, token_loss
 
 log = structlog.get_logger(__name__)
@@ -208,11 +208,13 @@ class MegatronTrainer(TrainerBackend):
                 loss = logp.sum() * 0.0
             else:
                 loss = token_loss(self.objective, logp, rollout, adv, mask, algorithm=self.algorithm,
-                                  normalizer=float(total), ref_logprobs=ref, stats=stats)
+                                  normalizer=float(total), ref_logprobs=ref, stats=stats,
+                                  proximal_logprobs=proximal_tensor(segs, rollout))
                 tokens_processed += int(inputs["attention_mask"].sum())
             loss.backward()
         sums = torch.tensor([stats.tokens, stats.pg_loss, stats.kl, stats.approx_kl, stats.ratio, stats.clipped_high,
-                             stats.clipped_low, stats.dual_clipped, float(tokens_processed), stats.nll],
+                             stats.clipped_low, stats.dual_clipped, float(tokens_processed), stats.nll,
+                             stats.behaviour_weight, stats.behaviour_kl, stats.behaviour_capped],
                             dtype=torch.float64, device=self.device)
         if self.dp_size > 1:
             from megatron.core import parallel_state
@@ -221,7 +223,7 @@ class MegatronTrainer(TrainerBackend):
         s = sums.tolist()
         merged = StepStats(tokens=s[0], pg_loss=s[1], kl=s[2], approx_kl=s[3], ratio=s[4], clipped_high=s[5],
                            clipped_low=s[6], dual_clipped=s[7], ratio_max=stats.ratio_max, ratio_min=stats.ratio_min,
-                           nll=s[9])
+                           nll=s[9], behaviour_weight=s[10], behaviour_kl=s[11], behaviour_capped=s[12])
         metrics = merged.summary()
         if kl_limit is not None and metrics["actor/approx_kl"] > kl_limit:  # every rank decides alike (summed)
             self.optimizer.zero_grad()
@@ -242,6 +244,24 @@ class MegatronTrainer(TrainerBackend):
             "time/step": time.perf_counter() - started,
         })
         return metrics
+
+    def recompute_logprobs(self, segments: Sequence[Segment], *, reference: bool = False) -> list[list[float]]:
+        """Per-token logprobs of each segment under the current weights (or the reference's), 0 where the mask is
+        0: the proximal policy of ``algorithm.old_logprobs: recompute``. Every rank computes every segment, one at
+        a time and in the same order, so the tensor-parallel collectives of the vocabulary line up; the chunks
+        stay in the mode the training forward uses, so before any update these equal its logprobs."""
+        import torch
+
+        chunks = self.reference if reference else self.model
+        if chunks is None:
+            raise ValueError("no reference model: algorithm.kl_coef is 0")
+        out: list[list[float]] = []
+        with torch.no_grad():
+            for segment in segments:
+                inputs, mask, _, _ = self._inputs([segment])
+                logp = self._logprobs(chunks[0], inputs, mask)
+                out.append((logp[0] * mask[0]).tolist())
+        return out
 
     def eval_step(self, segments: Sequence[Segment]) -> dict[str, float]:
         """Forward passes only (every data-parallel rank runs the same number), metrics summed over ranks."""

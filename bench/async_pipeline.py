@@ -132,13 +132,18 @@ def bounds(sync: dict[str, Any], slots: int) -> dict[str, float]:
             "sync_slot_use_in_rollout": round(min(used, 1.0), 3)}
 
 
+def seed_overrides(config: Path, seed: int) -> list[str]:
+    """The run's seed, and the simulated desktops' own (real desktops take none)."""
+    return [f"run.seed={seed}"] + ([f"environment.options.seed={seed}"] if config == SIMULATED else [])
+
+
 def compare(name: str, config: Path, overrides: list[str], work: Path, modes: tuple[str, ...], seeds: list[int],
             slots: int) -> dict[str, Any]:
     per_seed: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
     for seed in seeds:
         for mode in modes:
             log(f"{name}: seed {seed}: {mode} ...")
-            extra = [f"run.seed={seed}", f"environment.options.seed={seed}", *MODES[mode]]
+            extra = seed_overrides(config, seed) + MODES[mode]
             per_seed[mode].append(run_mode(config, [*overrides, *extra], work / name / f"{mode}-{seed}"))
             r = per_seed[mode][-1]
             log(f"{name}: seed {seed}: {mode}: {r['trained_tokens_per_hour']} trained tokens/hour, "

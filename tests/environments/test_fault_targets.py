@@ -5,10 +5,8 @@ environment failure at the next call (so the loop retries the episode instead of
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import os
 import signal
-import sys
 import tempfile
 from pathlib import Path
 
@@ -17,18 +15,12 @@ import pytest
 from core.errors import EnvironmentFailure
 from core.types import Action, ActionType, Task
 from environments.local_desktop import LocalDesktopBackend, LocalDesktopOptions
+from tests.bench_modules import load_bench
 
 pytestmark = pytest.mark.desktop
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "faultkit" / "injector.py"
-
-
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_injector_under_test", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the file executes
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("faultkit/injector.py")
 
 
 def test_the_injector_finds_each_kind_and_a_killed_x_server_fails_the_next_call() -> None:

@@ -5,22 +5,17 @@ seed)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
 import pytest
 
 from core.config import load_config
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "async_pipeline.py"
+from tests.bench_modules import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_async_pipeline_under_test", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("async_pipeline.py")
 
 
 @pytest.mark.parametrize("which", ["SIMULATED", "QUICKSTART"])

@@ -3,20 +3,15 @@ over the seeds, and the targets (the headline set's gain, the train sample's, th
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "learning.py"
+from tests.bench_modules import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_learning_under_test", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("learning.py")
 
 
 def _summary(test: tuple[float, float], train: tuple[float, float]) -> dict:

@@ -29,6 +29,13 @@ at most 2 % of environment time on never-trained groups with ``stale_groups: wai
 (b) ``--desktops``: real local desktops with the quickstart's settings (``configs/quickstart.yaml``, the tiny
 model generating in-process), sync vs async k=1 at the quickstart's own slots and batch.
 
+(c) ``--learning-parity`` (alone: the throughput parts are skipped): does async learn as well? The main job's
+whole recipe (``configs/quickstart.yaml``: warm start, refine, RL, evaluate; :mod:`bench.learning` runs it)
+once per seed with RL in sync and once in async k=1 (``stale_groups: wait``), the same seed, so the same warm
+start and the same trained groups (every iteration trains ``batch_size`` groups in both modes); the final
+checkpoints' success on the pool (``core.eval``, the same episodes and passes) side by side. Target (issue 36):
+async within 3 points of sync (mean over the seeds). About 26 minutes per seed on 2 cores.
+
 ``--quick``: latencies x 0.1, 8 slots, one seed, sync and async k=1 only, 3 iterations (about a minute).
 """
 
@@ -57,8 +64,14 @@ MODES = {"sync": ["rollout_loop.mode=sync"],
 QUICK_MODES = ("sync", "async_k1")
 TARGET_TOKENS_RATIO = 1.5
 TARGET_UNTRAINED_SHARE = 0.02
+TARGET_PARITY_POINTS = 0.03
 QUICK_SCALE = 0.1  # --quick: every latency x 0.1
 N_ROLLOUTS = 4
+
+
+def machine() -> dict[str, Any]:
+    return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+            "load_average_1m_at_start": round(os.getloadavg()[0], 2)}
 
 
 def log(message: str) -> None:
@@ -167,6 +180,34 @@ def compare(name: str, config: Path, overrides: list[str], work: Path, modes: tu
     return out
 
 
+def learning_parity(seeds: list[int], overrides: list[str]) -> dict[str, Any]:
+    """The main job's recipe per seed, RL in sync and in async k=1: final success side by side."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from bench.learning import run_seed
+
+    per_seed = []
+    for seed in seeds:
+        row: dict[str, Any] = {"seed": seed}
+        for mode in ("sync", "async_k1"):
+            log(f"learning parity: seed {seed}: {mode} (the whole recipe) ...")
+            run = run_seed(str(QUICKSTART), seed, [*overrides, *MODES[mode]])
+            if "error" in run:
+                raise SystemExit(f"learning parity: seed {seed}, {mode}: {run['error']}")
+            row[mode] = {key: run[key] for key in ("warm_start", "after_rl", "gain", "trained_groups",
+                                                   "lowest_training_success_vs_warm_start", "stage_seconds")}
+        row["async_minus_sync"] = round(row["async_k1"]["after_rl"]["success"] - row["sync"]["after_rl"]["success"], 4)
+        log(f"learning parity: seed {seed}: sync {row['sync']['after_rl']['success']}, async k=1 "
+            f"{row['async_k1']['after_rl']['success']} after RL")
+        per_seed.append(row)
+    diffs = [r["async_minus_sync"] for r in per_seed]
+    mean = statistics.fmean(diffs)
+    return {"config": str(QUICKSTART.relative_to(ROOT)), "overrides": overrides, "per_seed": per_seed,
+            "async_minus_sync": {"mean": round(mean, 4), "per_seed": diffs,
+                                 "sd": round(statistics.stdev(diffs), 4) if len(diffs) > 1 else 0.0},
+            "target": {"within": TARGET_PARITY_POINTS, "met": abs(mean) <= TARGET_PARITY_POINTS}}
+
+
 def simulated_overrides(quick: bool, iterations: int, scale: float, slots: int | None) -> list[str]:
     """The simulated config's overrides; ``slots``: equal slots with sync's batch filling them (None: the
     config's own fixed batch)."""
@@ -192,7 +233,17 @@ def main() -> int:
     parser.add_argument("--latency-scale", type=float, default=None,
                         help="multiply the simulated desktops' latencies (default 0.1 quick, 1)")
     parser.add_argument("--no-fixed-batch", action="store_true", help="skip the fixed-batch comparison")
+    parser.add_argument("--learning-parity", action="store_true",
+                        help="only (c): the main job's recipe per seed with RL in sync and in async k=1")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="(c) only: overrides of the recipe")
     args = parser.parse_args()
+    if args.overrides and not args.learning_parity:
+        parser.error("KEY=VALUE overrides apply to --learning-parity only")
+    if args.learning_parity:
+        seeds = args.seeds or [0, 1, 2]
+        print(json.dumps({"bench": "async_pipeline", "machine": machine(),
+                          "learning_parity": learning_parity(seeds, args.overrides)}))
+        return 0
     iterations = args.iterations or (3 if args.quick else 6)
     seeds = args.seeds or ([0] if args.quick else [0, 1, 2])
     slots = args.slots or (8 if args.quick else 16)
@@ -205,8 +256,7 @@ def main() -> int:
         work = Path(tmp)
         report: dict[str, Any] = {
             "bench": "async_pipeline",
-            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                        "load_average_1m_at_start": round(os.getloadavg()[0], 2)},
+            "machine": machine(),
             "settings": {"quick": args.quick, "iterations_per_run": iterations, "seeds": seeds, "slots": slots,
                          "latency_scale": scale, "modes": {m: MODES[m] for m in modes},
                          "equal_slots": {"config": str(SIMULATED.relative_to(ROOT)), "overrides": equal}},

@@ -34,7 +34,8 @@ whole recipe (``configs/quickstart.yaml``: warm start, refine, RL, evaluate; :mo
 once per seed with RL in sync and once in async k=1 (``stale_groups: wait``), the same seed, so the same warm
 start and the same trained groups (every iteration trains ``batch_size`` groups in both modes); the final
 checkpoints' success on the pool (``core.eval``, the same episodes and passes) side by side. Target (issue 36):
-async within 3 points of sync (mean over the seeds). About 26 minutes per seed on 2 cores.
+async within 3 points of sync (mean over the seeds). About 26 minutes per seed on 2 cores; with ``--quick``
+the learning bench's smoke settings (2 tasks, 1 iteration: a check of the path, not a measurement).
 
 ``--quick``: latencies x 0.1, 8 slots, one seed, sync and async k=1 only, 3 iterations (about a minute).
 """
@@ -180,12 +181,18 @@ def compare(name: str, config: Path, overrides: list[str], work: Path, modes: tu
     return out
 
 
-def learning_parity(seeds: list[int], overrides: list[str]) -> dict[str, Any]:
-    """The main job's recipe per seed, RL in sync and in async k=1: final success side by side."""
+def learning_bench() -> Any:
+    """``bench/learning.py`` (it runs a recipe once per seed), imported from this checkout."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from bench.learning import run_seed
+    from bench import learning
 
+    return learning
+
+
+def learning_parity(seeds: list[int], overrides: list[str]) -> dict[str, Any]:
+    """The main job's recipe per seed, RL in sync and in async k=1: final success side by side."""
+    run_seed = learning_bench().run_seed
     per_seed = []
     for seed in seeds:
         row: dict[str, Any] = {"seed": seed}
@@ -195,14 +202,15 @@ def learning_parity(seeds: list[int], overrides: list[str]) -> dict[str, Any]:
             if "error" in run:
                 raise SystemExit(f"learning parity: seed {seed}, {mode}: {run['error']}")
             row[mode] = {key: run[key] for key in ("warm_start", "after_rl", "gain", "trained_groups",
-                                                   "lowest_training_success_vs_warm_start", "stage_seconds")}
+                                                   "lowest_training_success_vs_warm_start", "stage_seconds",
+                                                   "training_success_per_iteration")}
         row["async_minus_sync"] = round(row["async_k1"]["after_rl"]["success"] - row["sync"]["after_rl"]["success"], 4)
         log(f"learning parity: seed {seed}: sync {row['sync']['after_rl']['success']}, async k=1 "
             f"{row['async_k1']['after_rl']['success']} after RL")
         per_seed.append(row)
     diffs = [r["async_minus_sync"] for r in per_seed]
     mean = statistics.fmean(diffs)
-    return {"config": str(QUICKSTART.relative_to(ROOT)), "overrides": overrides, "per_seed": per_seed,
+    return {"per_seed": per_seed,
             "async_minus_sync": {"mean": round(mean, 4), "per_seed": diffs,
                                  "sd": round(statistics.stdev(diffs), 4) if len(diffs) > 1 else 0.0},
             "target": {"within": TARGET_PARITY_POINTS, "met": abs(mean) <= TARGET_PARITY_POINTS}}
@@ -240,9 +248,12 @@ def main() -> int:
     if args.overrides and not args.learning_parity:
         parser.error("KEY=VALUE overrides apply to --learning-parity only")
     if args.learning_parity:
-        seeds = args.seeds or [0, 1, 2]
+        seeds = args.seeds or ([0] if args.quick else [0, 1, 2])
+        overrides = [*(learning_bench().QUICK if args.quick else []), *args.overrides]
         print(json.dumps({"bench": "async_pipeline", "machine": machine(),
-                          "learning_parity": learning_parity(seeds, args.overrides)}))
+                          "settings": {"quick": args.quick, "seeds": seeds, "config": str(QUICKSTART.relative_to(ROOT)),
+                                       "overrides": overrides, "modes": {m: MODES[m] for m in QUICK_MODES}},
+                          "learning_parity": learning_parity(seeds, overrides)}))
         return 0
     iterations = args.iterations or (3 if args.quick else 6)
     seeds = args.seeds or ([0] if args.quick else [0, 1, 2])

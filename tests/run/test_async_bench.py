@@ -1,10 +1,13 @@
 """``bench/async_pipeline.py``'s runs load: every override it gives ``core.run`` (the run's seed, each mode's
 loop settings, the desktops' iteration settings) is valid for the config it runs, simulated desktops and the
 quickstart's real ones alike (the ``--desktops`` run once died at start: it seeded real desktops, which take no
-seed)."""
+seed); its learning-parity part runs both modes' recipes on equal work."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 
 import pytest
 
@@ -28,3 +31,21 @@ def test_every_mode_of_the_bench_loads_against_its_config(bench, which: str) -> 
         assert loaded.config.run.seed == 1 and loaded.config.run.iterations == 3
     simulated, _ = load_config(bench.SIMULATED, bench.seed_overrides(bench.SIMULATED, 7))
     assert simulated.options["environment"].seed == 7  # the simulated desktops' latencies follow the seed
+
+
+@pytest.mark.slow
+@pytest.mark.desktop
+def test_learning_parity_runs_both_modes_from_the_same_warm_start_on_equal_work(bench) -> None:
+    """``--quick --learning-parity``: the recipe twice on real desktops, RL in sync then in async k=1, evaluated
+    on the same tasks and passes, both training the same number of groups."""
+    proc = subprocess.run([sys.executable, str(bench.ROOT / "bench" / "async_pipeline.py"), "--quick",
+                           "--learning-parity"], cwd=bench.ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    assert report["machine"] and report["settings"]["quick"] is True
+    (row,) = report["learning_parity"]["per_seed"]
+    sync, async_k1 = row["sync"], row["async_k1"]
+    for key in ("warm_start", "after_rl"):
+        assert (sync[key]["tasks"], sync[key]["passes"]) == (async_k1[key]["tasks"], async_k1[key]["passes"]) == (2, 1)
+    assert sync["trained_groups"] == async_k1["trained_groups"] == 2  # the smoke settings: 1 iteration, batch_size 2
+    assert row["async_minus_sync"] == round(async_k1["after_rl"]["success"] - sync["after_rl"]["success"], 4)

@@ -35,7 +35,7 @@ def test_every_mode_of_the_bench_loads_against_its_config(bench, which: str) -> 
 
 @pytest.mark.slow
 @pytest.mark.desktop
-def test_learning_parity_runs_both_modes_from_the_same_warm_start_on_equal_work(bench) -> None:
+def test_learning_parity_runs_both_modes_on_the_same_tasks_and_equal_work(bench) -> None:
     """``--quick --learning-parity``: the recipe twice on real desktops, RL in sync then in async k=1, evaluated
     on the same tasks and passes, both training the same number of groups."""
     proc = subprocess.run([sys.executable, str(bench.ROOT / "bench" / "async_pipeline.py"), "--quick",

@@ -36,6 +36,11 @@ start and the same trained groups (every iteration trains ``batch_size`` groups 
 checkpoints' success on the pool (``core.eval``, the same episodes and passes) side by side. Target (issue 36):
 async within 3 points of sync (mean over the seeds). About 26 minutes per seed on 2 cores; with ``--quick``
 the learning bench's smoke settings (2 tasks, 1 iteration: a check of the path, not a measurement).
+Beside it, in seconds, the SIMULATED learner of ``bench/samplers.py`` (3000 tasks, 200 iterations, 5 seeds,
+every learner setting, frontier and uniform) on the synchronous schedule and on async k=1's (the sampler sees
+outcomes one batch late, rollouts come from the learner one update behind): final mean pass rate at equal
+trained groups. It has no gradient, so it measures what the lag costs the sampler, not off-policy bias; the
+recipe runs measure that. ``--simulated-learner-only`` runs just this part.
 
 ``--quick``: latencies x 0.1, 8 slots, one seed, sync and async k=1 only, 3 iterations (about a minute).
 """
@@ -69,6 +74,7 @@ TARGET_UNTRAINED_SHARE = 0.02
 TARGET_PARITY_POINTS = 0.03
 QUICK_SCALE = 0.1  # --quick: every latency x 0.1
 N_ROLLOUTS = 4
+SIMULATED_LEARNER_SAMPLERS = ("frontier", "uniform")  # (c): the main job's sampler and the baseline
 
 
 def machine() -> dict[str, Any]:
@@ -191,6 +197,52 @@ def learning_bench() -> Any:
     return learning
 
 
+def samplers_bench() -> Any:
+    """``bench/samplers.py`` (the simulated learner), imported from this checkout."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from bench import samplers
+
+    return samplers
+
+
+def simulated_learner_parity(quick: bool) -> dict[str, Any]:
+    """``bench/samplers.py``'s simulated learner on the synchronous schedule and on async k=1's (batch ``b``
+    selected with batches up to ``b - 2`` observed, rolled out by the learner one update behind, trained on the
+    current one): final mean true pass rate at equal trained groups, per learner setting and sampler."""
+    sim = samplers_bench()
+    settings = sim.Settings(iterations=60, seeds=2) if quick else sim.Settings()
+    learners = {"base": {}} if quick else sim.LEARNERS
+    rows: dict[str, Any] = {}
+    for label, changes in learners.items():
+        model = sim.LearnerModel(**{**({"tasks": 800} if quick else {}), **changes})
+        for name in SIMULATED_LEARNER_SAMPLERS:
+            final: dict[str, list[float]] = {mode: [] for mode in PARITY_MODES}
+            trained: dict[str, list[int]] = {mode: [] for mode in PARITY_MODES}
+            for seed in range(settings.seeds):
+                for mode, staleness in zip(PARITY_MODES, (0, 1)):
+                    run = sim.run_one(name, {}, model, settings, seed, staleness=staleness)
+                    final[mode].append(run["final_mean_pass_rate"])
+                    trained[mode].append(run["groups_trained"])
+            if trained["sync"] != trained["async_k1"]:
+                raise RuntimeError(f"simulated learner {label}/{name}: unequal trained groups {trained}")
+            diffs = [a - b for a, b in zip(final["async_k1"], final["sync"])]
+            rows[f"{label}/{name}"] = {
+                **{mode: round(statistics.fmean(final[mode]), 4) for mode in PARITY_MODES},
+                "async_minus_sync": {"mean": round(statistics.fmean(diffs), 4), "per_seed": [round(d, 4) for d in diffs],
+                                     "sd": round(statistics.stdev(diffs), 4) if len(diffs) > 1 else 0.0},
+                "trained_groups": trained["sync"][0]}
+    worst = max(abs(row["async_minus_sync"]["mean"]) for row in rows.values())
+    return {"settings": {"learner_tasks": 800 if quick else sim.LearnerModel().tasks,
+                         "iterations": settings.iterations, "batch_size": settings.batch_size,
+                         "n_rollouts": settings.n_rollouts, "seeds": settings.seeds,
+                         "samplers": list(SIMULATED_LEARNER_SAMPLERS)},
+            "learners": rows,
+            "models": "the lag only (stale pass rates for the sampler, stale successes deciding which groups are "
+                      "informative); the simulated learner has no gradient, so off-policy bias is not in it",
+            "target": {"within": TARGET_PARITY_POINTS, "worst_mean": worst, "met": worst <= TARGET_PARITY_POINTS}}
+
+
 def learning_parity(seeds: list[int], overrides: list[str]) -> dict[str, Any]:
     """The main job's recipe per seed, RL in sync and in async k=1: final success side by side."""
     run_seed = learning_bench().run_seed
@@ -244,17 +296,24 @@ def main() -> int:
     parser.add_argument("--no-fixed-batch", action="store_true", help="skip the fixed-batch comparison")
     parser.add_argument("--learning-parity", action="store_true",
                         help="only (c): the main job's recipe per seed with RL in sync and in async k=1")
+    parser.add_argument("--simulated-learner-only", action="store_true",
+                        help="with --learning-parity: only the simulated learner's parity (seconds), no recipe runs")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="(c) only: overrides of the recipe")
     args = parser.parse_args()
     if args.overrides and not args.learning_parity:
         parser.error("KEY=VALUE overrides apply to --learning-parity only")
+    if args.simulated_learner_only and not args.learning_parity:
+        parser.error("--simulated-learner-only goes with --learning-parity")
     if args.learning_parity:
         seeds = args.seeds or ([0] if args.quick else [0, 1, 2])
         overrides = [*(learning_bench().QUICK if args.quick else []), *args.overrides]
-        print(json.dumps({"bench": "async_pipeline", "machine": machine(),
-                          "settings": {"quick": args.quick, "seeds": seeds, "config": str(QUICKSTART.relative_to(ROOT)),
-                                       "overrides": overrides, "modes": {m: MODES[m] for m in PARITY_MODES}},
-                          "learning_parity": learning_parity(seeds, overrides)}))
+        report: dict[str, Any] = {"bench": "async_pipeline", "machine": machine(), "settings": {"quick": args.quick},
+                                  "simulated_learner_parity": simulated_learner_parity(args.quick)}
+        if not args.simulated_learner_only:
+            report["settings"].update({"seeds": seeds, "config": str(QUICKSTART.relative_to(ROOT)),
+                                       "overrides": overrides, "modes": {m: MODES[m] for m in PARITY_MODES}})
+            report["learning_parity"] = learning_parity(seeds, overrides)
+        print(json.dumps(report))
         return 0
     iterations = args.iterations or (3 if args.quick else 6)
     seeds = args.seeds or ([0] if args.quick else [0, 1, 2])

@@ -25,7 +25,9 @@ The simulated learner (one model for every sampler; nothing in it depends on whi
 * Every variant runs under several learner settings (``LEARNERS``: the base learner, transfer between
   similar tasks, forgetting, both, and slower per-task learning), side by side.
 * The training loop is driven exactly as ``core.runtime.loop`` drives it: select, roll out, ``accept`` each group,
-  ``top_up`` until the batch is full or the sampler stops, ``observe`` every group rolled out.
+  ``top_up`` until the batch is full or the sampler stops, ``observe`` every group rolled out. ``run_one``'s
+  ``staleness`` k replays the asynchronous loop's order instead (batches selected and rolled out k updates
+  ahead of training); ``bench/async_pipeline.py --learning-parity`` compares the two schedules with it.
 
 Reported per learner setting and sampler (mean over seeds, per-seed values alongside): share of rolled-out groups with non-zero
 advantage, mean true pass rate over all tasks after the last iteration, iterations (and rollouts) until the
@@ -168,7 +170,16 @@ def make_tasks(learner: Learner, *, labels: bool) -> list[Task]:
             for i, k in enumerate(learner.label)]
 
 
-def run_one(name: str, options: dict[str, Any], model: LearnerModel, s: Settings, seed: int) -> dict[str, Any]:
+def run_one(name: str, options: dict[str, Any], model: LearnerModel, s: Settings, seed: int,
+            staleness: int = 0) -> dict[str, Any]:
+    """One sampler on one seed's pool. ``staleness`` k > 0 replays the asynchronous loop's schedule
+    (``core.runtime.async_rollouts`` with ``max_staleness: k``): batch ``b`` is selected once the policy has
+    trained ``b - k`` batches, so the sampler has observed batches up to ``b - k - 1`` and the rollouts come
+    from the learner as it was ``k`` updates ago; the groups then train the current learner. The simulated
+    learner has no gradient, so what this models is the lag (stale pass rates for the sampler, stale
+    successes deciding which groups are informative), not the bias of off-policy gradient steps."""
+    if staleness < 0:
+        raise ValueError(f"staleness must be >= 0, got {staleness}")
     learner = Learner(model, seed)
     # the initial-pass curriculum ranks by measured pass rates only: its tasks carry no labels
     tasks = make_tasks(learner, labels=not (name == "curriculum" and options.get("initial_pass_rollouts")))
@@ -185,32 +196,38 @@ def run_one(name: str, options: dict[str, Any], model: LearnerModel, s: Settings
         rollouts += model.tasks * sampler.initial_pass_rollouts
     curve, spent, informative_share, extra = [float(learner.pass_rates().mean())], [rollouts], [], []
     groups_total = groups_informative = groups_trained = trained_informative = 0
-    for it in range(s.iterations):
-        pending, kept, outcomes = sampler.select(it, s.batch_size), [], {}
-        generated_informative = generated = 0
-        while pending:
-            positions = np.array([position[t] for t in pending])
-            successes = learner.rollouts(positions, s.n_rollouts)
-            for task_id, row in zip(pending, successes):
-                outcomes[task_id] = row.tolist()
-                generated += 1
-                generated_informative += int(row.min() != row.max())
-                if sampler.accept(task_id, row.tolist()):
-                    kept.append(task_id)
-            missing = s.batch_size - len(kept)
-            pending = sampler.top_up(it, missing, kept + pending) if missing > 0 else []
-        sampler.observe(it, outcomes)
+    in_flight: list[tuple[int, dict[str, list[float]], list[str]]] = []  # (batch, outcomes, kept), oldest first
+    for step in range(s.iterations + staleness):
+        if step < s.iterations:  # select and roll out batch `step` with the learner as it is now
+            pending, kept, outcomes = sampler.select(step, s.batch_size), [], {}
+            generated_informative = generated = 0
+            while pending:
+                positions = np.array([position[t] for t in pending])
+                successes = learner.rollouts(positions, s.n_rollouts)
+                for task_id, row in zip(pending, successes):
+                    outcomes[task_id] = row.tolist()
+                    generated += 1
+                    generated_informative += int(row.min() != row.max())
+                    if sampler.accept(task_id, row.tolist()):
+                        kept.append(task_id)
+                missing = s.batch_size - len(kept)
+                pending = sampler.top_up(step, missing, kept + pending) if missing > 0 else []
+            in_flight.append((step, outcomes, kept))
+            groups_total += generated
+            groups_informative += generated_informative
+            rollouts += generated * s.n_rollouts
+            informative_share.append(generated_informative / generated)
+            extra.append(generated - s.batch_size)
+        if step < staleness:
+            continue
+        batch, outcomes, kept = in_flight.pop(0)  # batch `step - staleness`: observed and trained now
+        sampler.observe(batch, outcomes)
         kept_positions = np.array([position[t] for t in kept], dtype=int)
         kept_successes = np.array([outcomes[t] for t in kept]).reshape(len(kept), s.n_rollouts)
         trained_informative += learner.train(kept_positions, kept_successes)
-        groups_total += generated
-        groups_informative += generated_informative
         groups_trained += len(kept)
-        rollouts += generated * s.n_rollouts
         curve.append(float(learner.pass_rates().mean()))
         spent.append(rollouts)
-        informative_share.append(generated_informative / generated)
-        extra.append(generated - s.batch_size)
     reached = next((i for i, v in enumerate(curve) if v >= s.target), None)
     return {
         "informative_share": groups_informative / groups_total,
@@ -221,6 +238,7 @@ def run_one(name: str, options: dict[str, Any], model: LearnerModel, s: Settings
         "rollouts_to_target": spent[reached] if reached is not None else None,
         "rollouts_spent": rollouts,
         "initial_pass_rollouts": model.tasks * sampler.initial_pass_rollouts,
+        "groups_trained": groups_trained,
         "extra_draws_per_iteration": statistics.fmean(extra),
         "curve": curve, "rollouts_curve": spent, "informative_curve": informative_share,
     }

@@ -49,3 +49,17 @@ def test_learning_parity_runs_both_modes_on_the_same_tasks_and_equal_work(bench)
         assert (sync[key]["tasks"], sync[key]["passes"]) == (async_k1[key]["tasks"], async_k1[key]["passes"]) == (2, 1)
     assert sync["trained_groups"] == async_k1["trained_groups"] == 2  # the smoke settings: 1 iteration, batch_size 2
     assert row["async_minus_sync"] == round(async_k1["after_rl"]["success"] - sync["after_rl"]["success"], 4)
+
+
+def test_the_simulated_learner_parity_compares_the_schedules_at_equal_trained_groups(bench) -> None:
+    """``--learning-parity``'s simulated part (``--quick``: 800 tasks, 60 iterations, 2 seeds): one row per
+    learner setting and sampler, each mode's mean final pass rate, the per-seed differences it averages."""
+    report = bench.simulated_learner_parity(quick=True)
+    assert set(report["learners"]) == {f"base/{name}" for name in bench.SIMULATED_LEARNER_SAMPLERS}
+    for row in report["learners"].values():
+        assert row["trained_groups"] == 60 * 32
+        diffs = row["async_minus_sync"]["per_seed"]
+        assert len(diffs) == 2 and row["async_minus_sync"]["mean"] == pytest.approx(sum(diffs) / 2, abs=1e-4)
+        assert 0.0 < row["sync"] < 1.0 and 0.0 < row["async_k1"] < 1.0
+    worst = max(abs(r["async_minus_sync"]["mean"]) for r in report["learners"].values())
+    assert report["target"]["worst_mean"] == worst and report["target"]["met"] == (worst <= bench.TARGET_PARITY_POINTS)

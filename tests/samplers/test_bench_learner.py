@@ -60,3 +60,55 @@ def test_every_variant_runs_under_every_learner_setting(bench) -> None:
         results, _ = bench.compare(replace(bench.LearnerModel(tasks=60), **changes), settings)
         assert set(results) == {label for label, _, _ in bench.VARIANTS}, name
         assert results["curriculum/initial_pass/sliding"]["initial_pass_rollouts"] == 60 * 8
+
+
+@pytest.mark.parametrize("staleness", [0, 1, 2])
+def test_the_async_schedule_selects_and_rolls_out_k_updates_behind(bench, monkeypatch, staleness: int) -> None:
+    """``run_one(staleness=k)`` replays ``core.runtime.async_rollouts``' order: batch ``b`` is selected after
+    the sampler has observed batch ``b - k - 1`` (not ``b - k``) and rolled out by the learner after ``b - k``
+    updates; every batch is observed and trained once, in order, so both schedules train the same groups."""
+    events: list[tuple[str, int]] = []
+    registry = bench.sampler_registry()
+
+    class Recorded:
+        def __init__(self, inner) -> None:
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def select(self, it, k):
+            events.append(("select", it))
+            return self.inner.select(it, k)
+
+        def observe(self, it, outcomes):
+            events.append(("observe", it))
+            return self.inner.observe(it, outcomes)
+
+    monkeypatch.setattr(bench, "sampler_registry",
+                        lambda: type("R", (), {"create": lambda _, name, opts: Recorded(registry.create(name, opts))})())
+    trains = []
+    rollouts = bench.Learner.rollouts
+    train = bench.Learner.train
+    monkeypatch.setattr(bench.Learner, "train", lambda self, p, s: trains.append(1) or train(self, p, s))
+    monkeypatch.setattr(bench.Learner, "rollouts",
+                        lambda self, p, n: events.append(("rollouts", len(trains))) or rollouts(self, p, n))
+    iterations = 5
+    run = bench.run_one("uniform", {}, bench.LearnerModel(tasks=40), bench.Settings(iterations=iterations, batch_size=4,
+                                                                                   n_rollouts=4), 0, staleness=staleness)
+    for b in range(iterations):
+        at = events.index(("select", b))
+        observed = [it for kind, it in events[:at] if kind == "observe"]
+        assert observed == list(range(max(0, b - staleness)))
+        assert events[at + 1] == ("rollouts", max(0, b - staleness))  # the learner b - k updates in
+    assert [it for kind, it in events if kind == "observe"] == list(range(iterations))
+    assert len(trains) == iterations and run["groups_trained"] == iterations * 4
+    assert len(run["curve"]) == iterations + 1
+
+
+def test_the_lag_changes_the_run_and_negative_staleness_is_refused(bench) -> None:
+    model, settings = bench.LearnerModel(tasks=200), bench.Settings(iterations=10, batch_size=8, n_rollouts=4)
+    sync = bench.run_one("frontier", {}, model, settings, 3)
+    assert bench.run_one("frontier", {}, model, settings, 3, staleness=1)["curve"] != sync["curve"]
+    with pytest.raises(ValueError, match="staleness"):
+        bench.run_one("frontier", {}, model, settings, 3, staleness=-1)

@@ -33,8 +33,9 @@ model generating in-process), sync vs async k=1 at the quickstart's own slots an
 whole recipe (``configs/quickstart.yaml``: warm start, refine, RL, evaluate; :mod:`bench.learning` runs it)
 once per seed with RL in sync and once in async k=1 (``stale_groups: wait``), the same seed, so the same warm
 start and the same trained groups (every iteration trains ``batch_size`` groups in both modes); the final
-checkpoints' success on the pool (``core.eval``, the same episodes and passes) side by side. Target (issue 36):
-async within 3 points of sync (mean over the seeds). About 26 minutes per seed on 2 cores; with ``--quick``
+checkpoints' success on the pool (``core.eval``, the same episodes and passes) side by side, and async's trained
+groups and tokens per hour of RL loop time over sync's (the main job's own throughput, from its warm start).
+Target (issue 36): async within 3 points of sync (mean over the seeds). About 26 minutes per seed on 2 cores; with ``--quick``
 the learning bench's smoke settings (2 tasks, 1 iteration: a check of the path, not a measurement).
 Beside it, in seconds, the SIMULATED learner of ``bench/samplers.py`` (3000 tasks, 200 iterations, 5 seeds,
 every learner setting, frontier and uniform) on the synchronous schedule and on async k=1's (the sampler sees
@@ -243,6 +244,18 @@ def simulated_learner_parity(quick: bool) -> dict[str, Any]:
             "target": {"within": TARGET_PARITY_POINTS, "worst_mean": worst, "met": worst <= TARGET_PARITY_POINTS}}
 
 
+def per_hour_ratios(sync: dict[str, Any], async_k1: dict[str, Any]) -> dict[str, float | None]:
+    """Async k=1's trained groups and tokens per second of RL loop time, over sync's."""
+    def per_second(run: dict[str, Any]) -> tuple[float, float] | None:
+        seconds = run["rl_work"]["loop_seconds"]
+        return (run["trained_groups"] / seconds, run["rl_work"]["trained_tokens"] / seconds) if seconds > 0 else None
+
+    a, s = per_second(async_k1), per_second(sync)
+    if a is None or s is None or not all(s):
+        return {"groups": None, "tokens": None}
+    return {"groups": round(a[0] / s[0], 3), "tokens": round(a[1] / s[1], 3)}
+
+
 def learning_parity(seeds: list[int], overrides: list[str]) -> dict[str, Any]:
     """The main job's recipe per seed, RL in sync and in async k=1: final success side by side."""
     run_seed = learning_bench().run_seed
@@ -254,10 +267,11 @@ def learning_parity(seeds: list[int], overrides: list[str]) -> dict[str, Any]:
             run = run_seed(str(QUICKSTART), seed, [*overrides, *MODES[mode]])
             if "error" in run:
                 raise SystemExit(f"learning parity: seed {seed}, {mode}: {run['error']}")
-            row[mode] = {key: run[key] for key in ("warm_start", "after_rl", "gain", "trained_groups",
+            row[mode] = {key: run[key] for key in ("warm_start", "after_rl", "gain", "trained_groups", "rl_work",
                                                    "lowest_training_success_vs_warm_start", "stage_seconds",
                                                    "training_success_per_iteration")}
         row["async_minus_sync"] = round(row["async_k1"]["after_rl"]["success"] - row["sync"]["after_rl"]["success"], 4)
+        row["async_vs_sync_per_hour"] = per_hour_ratios(row["sync"], row["async_k1"])
         log(f"learning parity: seed {seed}: sync {row['sync']['after_rl']['success']}, async k=1 "
             f"{row['async_k1']['after_rl']['success']} after RL")
         per_seed.append(row)

@@ -77,6 +77,9 @@ def seed_result(seed: int, summary: dict[str, Any], metrics: list[dict[str, Any]
         "batch_vs_pool": {"batch_tasks_max": max((r.get("groups/kept", 0) for r in metrics), default=None),
                           "pool_tasks": max((r.get("sampler/selectable_tasks", 0) for r in metrics), default=None)},
         "trained_groups": int(sum(r.get("work/groups_trained", 0) for r in metrics)),
+        # the RL loop's work and time (iterations only: no model load, evaluation or checkpoint pruning)
+        "rl_work": {"trained_tokens": int(sum(r.get("tokens/total", 0) for r in metrics)),
+                    "loop_seconds": round(sum(r.get("time/iteration", 0.0) for r in metrics), 1)},
         "lowest_training_success_vs_warm_start": None if lowest is None else round(lowest, 4),
         "training_success_per_iteration": [round(v, 4) for v in batch],
         "kl_stops": sum(1 for r in metrics if r.get("train/actor/kl_stopped")),

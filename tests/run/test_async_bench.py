@@ -49,6 +49,16 @@ def test_learning_parity_runs_both_modes_on_the_same_tasks_and_equal_work(bench)
         assert (sync[key]["tasks"], sync[key]["passes"]) == (async_k1[key]["tasks"], async_k1[key]["passes"]) == (2, 1)
     assert sync["trained_groups"] == async_k1["trained_groups"] == 2  # the smoke settings: 1 iteration, batch_size 2
     assert row["async_minus_sync"] == round(async_k1["after_rl"]["success"] - sync["after_rl"]["success"], 4)
+    assert sync["rl_work"]["trained_tokens"] > 0 and async_k1["rl_work"]["loop_seconds"] > 0
+    assert row["async_vs_sync_per_hour"]["groups"] > 0 and row["async_vs_sync_per_hour"]["tokens"] > 0
+
+
+def test_per_hour_ratios_divide_work_by_rl_loop_time(bench) -> None:
+    sync = {"trained_groups": 10, "rl_work": {"trained_tokens": 1000, "loop_seconds": 100.0}}
+    async_k1 = {"trained_groups": 10, "rl_work": {"trained_tokens": 900, "loop_seconds": 80.0}}
+    assert bench.per_hour_ratios(sync, async_k1) == {"groups": 1.25, "tokens": 1.125}
+    idle = {"trained_groups": 0, "rl_work": {"trained_tokens": 0, "loop_seconds": 0.0}}
+    assert bench.per_hour_ratios(idle, async_k1) == {"groups": None, "tokens": None}
 
 
 def test_the_simulated_learner_parity_compares_the_schedules_at_equal_trained_groups(bench) -> None:

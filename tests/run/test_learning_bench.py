@@ -27,12 +27,15 @@ def _summary(test: tuple[float, float], train: tuple[float, float]) -> dict:
 
 
 def test_sets_and_targets_over_seeds(bench) -> None:
-    metrics = [{"success/rate": 0.1, "segments/per_episode": 1.0, "groups/kept": 8, "sampler/selectable_tasks": 140},
-               {"success/rate": 0.3, "segments/per_episode": 2.0, "groups/kept": 8, "sampler/selectable_tasks": 140}]
+    metrics = [{"success/rate": 0.1, "segments/per_episode": 1.0, "groups/kept": 8, "sampler/selectable_tasks": 140,
+                "tokens/total": 1000.0, "time/iteration": 10.25, "work/groups_trained": 8.0},
+               {"success/rate": 0.3, "segments/per_episode": 2.0, "groups/kept": 8, "sampler/selectable_tasks": 140,
+                "tokens/total": 500.0, "time/iteration": 9.8, "work/groups_trained": 8.0}]
     runs = [bench.seed_result(0, _summary((0.2, 0.4), (0.3, 0.5)), metrics, 1.0),
             bench.seed_result(1, _summary((0.2, 0.24), (0.3, 0.35)), metrics, 1.0)]
     assert runs[0]["segments_per_episode"] == {"mean": 1.5, "max_iteration_mean": 2.0}
     assert runs[0]["batch_vs_pool"] == {"batch_tasks_max": 8, "pool_tasks": 140}
+    assert runs[0]["trained_groups"] == 16 and runs[0]["rl_work"] == {"trained_tokens": 1500, "loop_seconds": 20.1}
     assert runs[0]["lowest_training_success_vs_warm_start"] == pytest.approx(-0.1)
     result = bench.aggregate(runs)
     test, train = result["sets"]["test"], result["sets"]["train"]

@@ -35,8 +35,8 @@ once per seed with RL in sync and once in async k=1 (``stale_groups: wait``), th
 start and the same trained groups (every iteration trains ``batch_size`` groups in both modes); the final
 checkpoints' success on the pool (``core.eval``, the same episodes and passes) side by side, and async's trained
 groups and tokens per hour of RL loop time over sync's (the main job's own throughput, from its warm start).
-Target (issue 36): async within 3 points of sync (mean over the seeds). About 26 minutes per seed on 2 cores; with ``--quick``
-the learning bench's smoke settings (2 tasks, 1 iteration: a check of the path, not a measurement).
+Target (issue 36): async within 3 points of sync (mean over the seeds). About 26 minutes per seed on 2 cores;
+with ``--quick`` the learning bench's smoke settings (2 tasks, 1 iteration: a check of the path, not a measurement).
 Beside it, in seconds, the SIMULATED learner of ``bench/samplers.py`` (3000 tasks, 200 iterations, 5 seeds,
 every learner setting, frontier and uniform) on the synchronous schedule and on async k=1's (the sampler sees
 outcomes one batch late, rollouts come from the learner one update behind): final mean pass rate at equal
@@ -230,7 +230,8 @@ def simulated_learner_parity(quick: bool) -> dict[str, Any]:
             diffs = [a - b for a, b in zip(final["async_k1"], final["sync"])]
             rows[f"{label}/{name}"] = {
                 **{mode: round(statistics.fmean(final[mode]), 4) for mode in PARITY_MODES},
-                "async_minus_sync": {"mean": round(statistics.fmean(diffs), 4), "per_seed": [round(d, 4) for d in diffs],
+                "async_minus_sync": {"mean": round(statistics.fmean(diffs), 4),
+                                     "per_seed": [round(d, 4) for d in diffs],
                                      "sd": round(statistics.stdev(diffs), 4) if len(diffs) > 1 else 0.0},
                 "trained_groups": trained["sync"][0]}
     worst = max(abs(row["async_minus_sync"]["mean"]) for row in rows.values())

@@ -85,8 +85,8 @@ def test_the_async_schedule_selects_and_rolls_out_k_updates_behind(bench, monkey
             events.append(("observe", it))
             return self.inner.observe(it, outcomes)
 
-    monkeypatch.setattr(bench, "sampler_registry",
-                        lambda: type("R", (), {"create": lambda _, name, opts: Recorded(registry.create(name, opts))})())
+    recorded = type("Registry", (), {"create": lambda _, name, opts: Recorded(registry.create(name, opts))})()
+    monkeypatch.setattr(bench, "sampler_registry", lambda: recorded)
     trains = []
     rollouts = bench.Learner.rollouts
     train = bench.Learner.train
@@ -94,8 +94,8 @@ def test_the_async_schedule_selects_and_rolls_out_k_updates_behind(bench, monkey
     monkeypatch.setattr(bench.Learner, "rollouts",
                         lambda self, p, n: events.append(("rollouts", len(trains))) or rollouts(self, p, n))
     iterations = 5
-    run = bench.run_one("uniform", {}, bench.LearnerModel(tasks=40), bench.Settings(iterations=iterations, batch_size=4,
-                                                                                   n_rollouts=4), 0, staleness=staleness)
+    settings = bench.Settings(iterations=iterations, batch_size=4, n_rollouts=4)
+    run = bench.run_one("uniform", {}, bench.LearnerModel(tasks=40), settings, 0, staleness=staleness)
     for b in range(iterations):
         at = events.index(("select", b))
         observed = [it for kind, it in events[:at] if kind == "observe"]

@@ -22,7 +22,8 @@ version among its turns. Nothing trained is ever staler than ``max_staleness``, 
 * ``wait`` (the default): a group admitted at version ``u`` is *due* at the step that makes version
   ``u + max_staleness + 1``; that step waits for every due group and trains it, beside its batch if the batch
   is already full (``async/due_extra``). A group that finishes while a step waits only for due ones, and is
-  not due itself, is set aside for the next step. Admission caps the groups in flight at ``max_staleness + 1``
+  not due itself, is set aside for the next step (unless the filter rejects due groups and leaves room: then
+  this step takes it back). Admission caps the groups in flight at ``max_staleness + 1``
   batches, so at most about one batch is due at a time (SkyRL's and AReaL's capacity rule): no environment
   time is thrown away, at the price of the trainer waiting for a straggler.
 * ``drop``: steps never wait; a group that finishes staler than ``max_staleness`` is **dropped**: counted
@@ -197,6 +198,10 @@ class AsyncRollouts:
                 self._producer.result()  # re-raise a producer failure (e.g. the sampler's)
             if self._carry:
                 finished = self._carry.pop(0)
+            elif later and len(taken.kept) + self.due(version) < needed:
+                # set aside for due groups that were to fill the batch, and did not (the filter rejected some):
+                # nothing new may come (the producer counts these as outstanding), so they are this step's now
+                finished = later.pop(0)
             else:
                 finished = await self._next()
                 self._admitted[finished.admitted_version] -= 1

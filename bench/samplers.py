@@ -82,6 +82,8 @@ class LearnerModel:
     cluster_gain: float = 0.0
     forgetting: float = 0.0
     estimate_noise_sd: float = 3.0
+    #: a measured pool instead of drawn difficulties: each task's starting pass rate (``tasks`` is its length)
+    pass_rates: tuple[float, ...] = ()
 
 
 #: learner settings every sampler runs under (label -> changes to LearnerModel)
@@ -131,6 +133,11 @@ class Learner:
         rng = np.random.default_rng([seed, 0])  # the pool depends on the seed only, not on the sampler
         self.model = model
         self.difficulty = rng.normal(0.0, model.difficulty_sd, model.tasks)
+        if model.pass_rates:  # sigmoid(theta0 - d_i) is task i's measured starting pass rate
+            if len(model.pass_rates) != model.tasks:
+                raise ValueError(f"{len(model.pass_rates)} pass rates for a pool of {model.tasks} tasks")
+            p = np.clip(np.asarray(model.pass_rates, dtype=float), 1e-3, 1 - 1e-3)
+            self.difficulty = model.theta0 - np.log(p / (1.0 - p))
         noisy = self.difficulty + rng.normal(0.0, model.estimate_noise_sd, model.tasks)
         self.label = np.searchsorted(np.quantile(noisy, [1 / 3, 2 / 3]), noisy)  # 0 easy, 1 medium, 2 hard
         self.cluster = rng.integers(0, model.clusters, model.tasks)

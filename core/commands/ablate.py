@@ -12,16 +12,22 @@ An ablation file::
     seeds: [0, 1, 2]                   # optional: every cell once per seed (run.seed); the table gives mean ± sd
 
 ``python -m core.ablate FILE [KEY=VALUE ...]``: command-line overrides apply to every cell after the
-file's (e.g. ``run.init_from=...`` to start every cell from one checkpoint).
+file's (e.g. ``run.init_from=...`` to start every cell from one checkpoint). ``--recipe RUN`` makes every cell
+the RL stage of a recipe run (``python -m core.pipeline`` with the stages before ``rl``): RUN's warm start, its
+refine pass rates, its synthesized pool for ``pool:<split>`` task paths, and the base's ``recipe.rl.overrides``.
 
 Ablations swap plugins by name only: a cell replaces a slot's ``name`` and,
 when the name changes, drops the base's ``options`` for that slot (they
 belong to the other plugin) unless the cell gives its own. Every cell is
 validated before any run starts; each run gets its own run directory under
 ``<run.output_dir>/<ablation name>/``; cells run one after another in child
-processes, so a crashed cell does not take the others down. Besides the table, ``ablation.png`` plots each metric
+processes, so a crashed cell does not take the others down. ``--resume`` (same file and overrides) keeps the
+cells an interrupted ablation finished (``cells.jsonl``) and resumes the one it was running from its checkpoint.
+Besides the table, ``ablation.png`` plots each metric
 against the rollouts each cell has spent (the shape of the paper's Figure 6(a): a sampler that draws extra
-rollouts, like DAPO's refilling, is compared at equal cost), and ``ablation.json`` keeps those curves.
+rollouts, like DAPO's refilling, is compared at equal cost), ``ablation_rollouts.png`` shows where each cell's
+rollouts went (the share run on groups of each pass-rate bin: all failed, ..., all succeeded), and
+``ablation.json`` keeps those curves and counts.
 """
 
 from __future__ import annotations
@@ -42,9 +48,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from core.commands.cli import main_guard
 from core.config import SLOT_KINDS, load_config, load_raw
 from core.errors import ConfigError
-from core.runtime.metrics import MetricsLog
-from core.runtime.plots import plot_ablation
+from core.runtime.metrics import PASS_BINS, MetricsLog
+from core.runtime.plots import plot_ablation, plot_rollout_bins
 from core.runtime.rundir import latest_run_dir
+from core.runtime.tasks import POOL_PREFIX
+
+
+#: under the ablation's output folder: one JSON line per finished cell (``--resume`` keeps them)
+PROGRESS_FILE = "cells.jsonl"
 
 
 class AblationSpec(BaseModel):
@@ -89,6 +100,55 @@ def cell_overrides(base_raw: dict[str, Any], cell: dict[str, str | dict[str, Any
         if options:
             overrides.append(f"{slot}.options={json.dumps(options)}")
     return ",".join(labels), overrides
+
+
+def recipe_overrides(run: Path, base_raw: dict[str, Any]) -> list[str]:
+    """``--recipe RUN``: the overrides that make a cell the recipe's RL stage as ``core.pipeline`` runs it from RUN
+    (first the base's ``recipe.rl.overrides``, then RUN's warm start, refine pass rates and pool)."""
+    state_file = run / "pipeline.json"
+    if not state_file.is_file():
+        raise ConfigError([f"--recipe {run}: no pipeline.json there; give the run directory of a python -m "
+                           "core.pipeline run (its stages before rl completed)"])
+    stages = json.loads(state_file.read_text(encoding="utf-8")).get("stages", {})
+
+    def located(value: str | None) -> str | None:
+        """A recorded path; one relative to the directory the recipe ran in, rebased onto RUN from here."""
+        if value is None or Path(value).exists() or run.name not in Path(value).parts:
+            return value
+        parts = Path(value).parts
+        return str(run.joinpath(*parts[parts.index(run.name) + 1:]))
+
+    def output(stage: str, key: str) -> Any:
+        entry = stages.get(stage) or {}
+        value = located((entry.get("outputs") or {}).get(key)) if entry.get("status") == "completed" else None
+        if value is None or not Path(value).exists():
+            raise ConfigError([f"--recipe {run}: the cells need {key} from stage '{stage}', which "
+                               + ("has not completed" if entry.get("status") != "completed" else
+                                  "did not produce it" if value is None else f"recorded {value!r}, now missing")
+                               + f"; complete it: python -m core.pipeline --config ... --resume {run}"])
+        return value
+
+    rl = ((base_raw.get("recipe") or {}).get("rl") or {}).get("overrides") or {}
+    overrides = [f"{key}={json.dumps(value)}" for key, value in rl.items()]
+    overrides.append(f"run.init_from={output('warm_start', 'checkpoint')}")
+    if (stages.get("refine") or {}).get("status") == "completed":
+        overrides.append(f"tasks.pass_rates={output('refine', 'pass_rates')}")
+    tasks = base_raw.get("tasks") or {}
+    lists = {"tasks.paths": tasks.get("paths") or [], "tasks.eval_paths": tasks.get("eval_paths") or [],
+             **{f"tasks.eval_sets.{name}.paths": (entry or {}).get("paths") or []
+                for name, entry in (tasks.get("eval_sets") or {}).items()}}
+    for key, paths in lists.items():
+        if any(str(p).startswith(POOL_PREFIX) for p in paths):
+            pool = Path(output("synthesize", "pool"))
+            resolved = [str(pool / p[len(POOL_PREFIX):]) if str(p).startswith(POOL_PREFIX) else p for p in paths]
+            overrides.append(f"{key}={json.dumps(resolved)}")
+    return overrides
+
+
+def rollout_bins(run_dir: Path | None) -> dict[str, float]:
+    """Rollouts a run spent per group pass-rate bin, over all its iterations (``work/rollouts_at_pass/<bin>``)."""
+    records = MetricsLog(run_dir).read() if run_dir else []
+    return {b: float(sum(r.get(f"work/rollouts_at_pass/{b}", 0.0) for r in records)) for b in PASS_BINS}
 
 
 def expand(spec: AblationSpec) -> list[dict[str, Any]]:
@@ -143,9 +203,12 @@ def aggregate(rows: list[dict[str, Any]], metrics: list[str]) -> list[dict[str, 
             summary[m] = statistics.fmean(values) if values else None
             spread[m] = statistics.stdev(values) if len(values) > 1 else None
         ok = sum(r["status"] == "ok" for r in runs)
+        bins = [r["rollouts_at_pass"] for r in runs if r.get("rollouts_at_pass")]
         cells.append({"cell": label, "runs": len(runs), "status": "ok" if ok == len(runs) else f"{ok}/{len(runs)} ok",
                       "summary": summary, "sd": spread,
-                      "curves": {m: mean_curve([r["curves"][m] for r in runs]) for m in metrics}})
+                      "curves": {m: mean_curve([r["curves"][m] for r in runs]) for m in metrics},
+                      "rollouts_at_pass": {b: statistics.fmean(x[b] for x in bins) for b in PASS_BINS} if bins
+                      else None})
     return cells
 
 
@@ -169,6 +232,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core.ablate", description=__doc__.splitlines()[0])
     parser.add_argument("file", type=Path, help="ablation YAML")
     parser.add_argument("--dry-run", action="store_true", help="validate every cell and print the plan")
+    parser.add_argument("--resume", action="store_true", help="keep the cells an interrupted ablation finished "
+                        "and continue the one it was running from its last checkpoint")
+    parser.add_argument("--recipe", type=Path, metavar="RUN", help="every cell is the RL stage of this recipe run "
+                        "(python -m core.pipeline): its warm start, refine pass rates and synthesized pool")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="applied to every cell after the file's")
     args = parser.parse_intermixed_args(argv)  # FILE, --dry-run and overrides in any order
 
@@ -176,6 +243,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     spec.overrides = [*spec.overrides, *args.overrides]
     base = (args.file.parent / spec.base).resolve()
     base_raw = load_raw(base, spec.overrides)
+    if args.recipe is not None:  # first, so the file's and the command line's overrides still win
+        spec.overrides = [*recipe_overrides(args.recipe, base_raw), *spec.overrides]
+        base_raw = load_raw(base, spec.overrides)
     name = spec.name or args.file.stem
     out_root = Path(base_raw.get("run", {}).get("output_dir", "runs")) / name
     plan = []
@@ -199,11 +269,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                          indent=2))
         return 0
 
+    out_root.mkdir(parents=True, exist_ok=True)
+    progress = out_root / PROGRESS_FILE  # one line per finished cell: what --resume keeps
+    finished = {}
+    if args.resume and progress.is_file():
+        finished = {(r["cell"], r["seed"]): r for r in map(json.loads, progress.read_text().splitlines())
+                    if r["status"] == "ok"}
+    elif progress.exists():
+        progress.unlink()
     rows = []
     for label, seed, run_name, full in plan:
+        if (label, seed) in finished:
+            print(f"== {label}" + ("" if seed is None else f" (seed {seed})") + ": finished before, kept",
+                  file=sys.stderr, flush=True)
+            rows.append(finished[label, seed])
+            continue
         started = time.monotonic()
-        print(f"== {label}" + ("" if seed is None else f" (seed {seed})"), file=sys.stderr, flush=True)
-        proc = subprocess.run([sys.executable, "-m", "core.run", "--config", str(base), *full])
+        earlier = latest_run_dir(out_root, run_name) if args.resume else None  # cut short: from its checkpoint
+        print(f"== {label}" + ("" if seed is None else f" (seed {seed})") + (f": resuming {earlier}" if earlier
+                                                                             else ""), file=sys.stderr, flush=True)
+        proc = subprocess.run([sys.executable, "-m", "core.run", "--config", str(base), *full,
+                               *(["--resume", str(earlier)] if earlier else [])])
         run_dir = latest_run_dir(out_root, run_name)
         rows.append({
             "cell": label, "seed": seed, "run_dir": str(run_dir) if run_dir else None,
@@ -211,9 +297,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "seconds": round(time.monotonic() - started, 1),
             "summary": summarize_run(run_dir, spec.metrics, spec.last),
             "curves": curves(run_dir, spec.metrics),
+            "rollouts_at_pass": rollout_bins(run_dir),
         })
+        with progress.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(rows[-1]) + "\n")
     cells = aggregate(rows, spec.metrics)
-    out_root.mkdir(parents=True, exist_ok=True)
     (out_root / "ablation.json").write_text(json.dumps({"spec": spec.model_dump(), "cells": cells, "rows": rows},
                                                        indent=2) + "\n")
     table = format_table(cells, spec.metrics)
@@ -221,6 +309,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     plot_ablation({c["cell"]: c["curves"] for c in cells}, out_root / "ablation.png",
                   runs={c["cell"]: [r["curves"] for r in rows if r["cell"] == c["cell"]] for c in cells}
                   if spec.seeds and len(spec.seeds) > 1 else None)
+    plot_rollout_bins({c["cell"]: c["rollouts_at_pass"] for c in cells if c["rollouts_at_pass"]},
+                      out_root / "ablation_rollouts.png")
     print(table)
     print(f"\nwritten: {out_root / 'ablation.json'}")
     return 0 if all(r["status"] == "ok" for r in rows) else 1

@@ -140,12 +140,38 @@ def rollout_metrics(groups: Sequence[RolloutGroup]) -> dict[str, float]:
     }
 
 
+#: the group pass-rate bins rollouts are counted in (``work/rollouts_at_pass/<bin>``): all failed, four quarters
+#: of the open interval, all succeeded. The two ends are the groups GRPO learns nothing from.
+PASS_BINS: tuple[str, ...] = ("0", "(0,0.25]", "(0.25,0.5]", "(0.5,0.75]", "(0.75,1)", "1")
+
+
+def pass_bin(rate: float) -> str:
+    """The :data:`PASS_BINS` label of a group pass rate in [0, 1]."""
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"a pass rate is in [0, 1], got {rate}")
+    if rate == 0.0:
+        return PASS_BINS[0]
+    if rate == 1.0:
+        return PASS_BINS[-1]
+    return PASS_BINS[min(4, 1 + int((rate - 1e-12) // 0.25))]
+
+
+def rollouts_by_pass(groups: Iterable[RolloutGroup]) -> dict[str, float]:
+    """Rollouts run per group pass-rate bin (every bin present, zeros included): where a sampler's work went."""
+    counts = dict.fromkeys(PASS_BINS, 0.0)
+    for group in groups:
+        if group.trajectories:
+            counts[pass_bin(sum(group.successes) / len(group.trajectories))] += len(group.trajectories)
+    return {f"work/rollouts_at_pass/{label}": value for label, value in counts.items()}
+
+
 def work_metrics(trained: Sequence[RolloutGroup], untrained: Sequence[RolloutGroup]) -> dict[str, float]:
     """What an iteration's training cost in environment work, and how much of it was thrown away.
 
     ``trained``: the groups this step trained; ``untrained``: groups run to the end that no step will train (a
     sampler's rejections, groups dropped as too stale). Environment time is each episode's wall time
-    (``duration_s``: resets, actions, judging); steps are its turns."""
+    (``duration_s``: resets, actions, judging); steps are its turns. ``work/rollouts_at_pass/<bin>`` counts the
+    rollouts of both by their group's pass rate (:data:`PASS_BINS`)."""
     def turns(groups: Sequence[RolloutGroup]) -> list[int]:
         return [len(t.turns) for g in groups for t in g.trajectories]
 
@@ -161,6 +187,7 @@ def work_metrics(trained: Sequence[RolloutGroup], untrained: Sequence[RolloutGro
         "work/env_seconds_untrained": seconds(untrained),
         "work/turns_mean_trained": statistics.fmean(turns(trained)) if turns(trained) else 0.0,
         "work/turns_mean_run": statistics.fmean(run) if run else 0.0,
+        **rollouts_by_pass([*trained, *untrained]),
     }
 
 

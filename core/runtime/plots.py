@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from core.errors import ScaleCUAError
-from core.runtime.metrics import MetricsLog
+from core.runtime.metrics import PASS_BINS, MetricsLog
 
 
 def pyplot() -> Any:
@@ -103,6 +103,27 @@ def plot_ablation(cells: dict[str, dict[str, list[list[float]]]], path: Path,
         ax.set_xlabel("rollouts spent")
         ax.set_title(key)
     axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_rollout_bins(cells: dict[str, dict[str, float]], path: Path) -> None:
+    """Where each cell's rollouts went: one stacked bar per cell, the share of its rollouts run on groups of each
+    pass-rate bin (:data:`core.runtime.metrics.PASS_BINS`; the two ends train nothing under GRPO)."""
+    if not cells:
+        return
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.5 * len(cells)))
+    labels = list(cells)
+    left = [0.0] * len(labels)
+    for label in PASS_BINS:
+        shares = [cells[c].get(label, 0.0) / (sum(cells[c].values()) or 1.0) for c in labels]
+        ax.barh(labels, shares, left=left, label=f"pass {label}")
+        left = [a + b for a, b in zip(left, shares)]
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of rollouts spent, by the group's pass rate")
+    ax.legend(fontsize=7, ncol=len(PASS_BINS), loc="lower center", bbox_to_anchor=(0.5, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

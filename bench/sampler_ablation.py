@@ -1,7 +1,7 @@
 """The samplers on a pool many times the batch, on real desktops, beside the simulated learner's prediction.
 
-``python bench/sampler_ablation.py [--quick] [--recipe RUN] [--out DIR]`` prints one JSON object on stdout (the
-runs' own logs go to stderr) and leaves the ablation's ``ablation.json``, ``ablation.png`` (each metric against
+``python bench/sampler_ablation.py [--quick] [--recipe RUN] [--out DIR] [--resume]`` prints one JSON object on
+stdout (the runs' own logs go to stderr) and leaves the ablation's ``ablation.json``, ``ablation.png`` (each metric against
 the rollouts spent: the shape of the paper's Figure 6(a)) and ``ablation_rollouts.png`` (where each sampler's
 rollouts went, by the group's pass rate) under ``DIR/samplers/``.
 
@@ -159,9 +159,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the wiring on a tiny pool: one seed, 8 rollouts")
     parser.add_argument("--recipe", type=Path, help="reuse this recipe run's pool, warm start and pass rates")
+    parser.add_argument("--resume", action="store_true", help="continue an interrupted ablation in --out (with "
+                        "--recipe): its finished cells are kept")
     parser.add_argument("--out", type=Path, default=None,
                         help="where runs go (default: runs/sampler-ablation-<time>; with --quick a folder in /tmp)")
     args = parser.parse_args(argv)
+    if args.resume and (args.recipe is None or args.out is None):
+        parser.error("--resume continues the ablation in --out from the pool of --recipe: give both")
     logs.configure("warning")
     from core.commands.recipe_report import machine
 
@@ -175,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     prepared = round(time.perf_counter() - started, 1)
     spec = spec_file(out, args.quick)
     code = run([sys.executable, "-m", "core.ablate", str(spec), "--recipe", str(recipe), f"run.output_dir={out}",
-                *(QUICK_CELLS if args.quick else [])])
+                *(QUICK_CELLS if args.quick else []), *(["--resume"] if args.resume else [])])
     result_file = out / spec.stem / "ablation.json"
     if not result_file.is_file():
         raise SystemExit(f"core.ablate exited {code} without {result_file}")

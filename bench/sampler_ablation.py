@@ -1,9 +1,9 @@
 """The samplers on a pool many times the batch, on real desktops, beside the simulated learner's prediction.
 
 ``python bench/sampler_ablation.py [--quick] [--recipe RUN] [--out DIR] [--resume]`` prints one JSON object on
-stdout (the runs' own logs go to stderr) and leaves the ablation's ``ablation.json``, ``ablation.png`` (each metric against
-the rollouts spent: the shape of the paper's Figure 6(a)) and ``ablation_rollouts.png`` (where each sampler's
-rollouts went, by the group's pass rate) under ``DIR/samplers/``.
+stdout (the runs' own logs go to stderr) and leaves the ablation's ``ablation.json``, ``ablation.png`` (each
+metric against the rollouts spent: the shape of the paper's Figure 6(a)) and ``ablation_rollouts.png`` (where
+each sampler's rollouts went, by the group's pass rate) under ``DIR/samplers/``.
 
 1. **Pool and warm start** (skipped with ``--recipe RUN``): ``python -m core.pipeline`` on
    ``configs/families-rl.yaml`` with the stages before RL: VeriGen builds the family pool (40 train variants

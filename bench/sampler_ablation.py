@@ -19,7 +19,8 @@ each sampler's rollouts went, by the group's pass rate) under ``DIR/samplers/``.
    pool's pass rate; the ablation measures the test split, so the two orders agree only where what RL learns on
    the train pool transfers.
 
-Reported per sampler: test-split success at the budget (mean, sd and each seed), training-batch success,
+Reported: the warm start's test-split success (``core.eval``, each seed's episode seeds, the cells' passes), and
+per sampler: test-split success at the budget (mean, sd and each seed), training-batch success,
 informative share, updates, rollouts per pass-rate bin, and wall time; the whole bench's wall time; the
 measured and predicted orders; ``machine`` and ``settings``. ``--quick`` runs the same path on a pool of 3
 families (2 train variants each), frontier and DAPO, one seed and a budget of 8 rollouts: the wiring, not a
@@ -94,6 +95,27 @@ def spec_file(out: Path, quick: bool) -> Path:
     path = out / "samplers.yaml"
     path.write_text(OmegaConf.to_yaml(spec))
     return path
+
+
+def warm_start_test(out: Path, seeds: list[int], overrides: list[str]) -> dict[str, Any]:
+    """The cells' common start on the test split: ``core.eval`` of the warm start under the cells' overrides
+    (``--recipe``'s included: pool, checkpoint), each seed's episode seeds and the cells' evaluation passes (a
+    periodic evaluation uses the same ``core.eval`` seeds)."""
+    def last(key: str, default: str) -> str:
+        return next((o.split("=", 1)[1] for o in reversed(overrides) if o.startswith(f"{key}=")), default)
+
+    init, passes = last("run.init_from", ""), last("run.eval_passes", "1")
+    per_seed = []
+    for seed in seeds:
+        target = out / f"warm_start_test_seed{seed}.json"
+        if not target.is_file():
+            code = run([sys.executable, "-m", "core.eval", "--config", str(RECIPE), "--checkpoint", init, "--set",
+                        "test", "--passes", passes, "--out", str(target), *overrides, f"run.seed={seed}",
+                        f"run.output_dir={out / 'warm_start_eval'}"])
+            if code != 0:
+                raise SystemExit(f"core.eval of the warm start exited {code}")
+        per_seed.append(json.loads(target.read_text(encoding="utf-8"))["domains"]["Overall"]["success"] / 100.0)
+    return {"test_success": round(statistics.fmean(per_seed), 4), "per_seed": [round(v, 4) for v in per_seed]}
 
 
 def smoothed(rate: float, n: int) -> float:
@@ -192,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     prediction = predict(list(rates.values()), int(refine.get("rollouts", 4)), batch=algorithm["batch_size"],
                          n=algorithm["n_rollouts"], budget=raw["run"]["rollout_budget"],
                          seeds=ablation["spec"]["seeds"] or [0])
+    warm = warm_start_test(out, ablation["spec"]["seeds"] or [0], ablation["spec"]["overrides"])
     measured_order = order({k: v["test_success"] for k, v in cells.items()})
     predicted_order = order({k: v["final_mean_pass_rate"] for k, v in prediction.items()})
     best_baseline = max(((v["test_success"] or 0.0) for k, v in cells.items() if k != "frontier"), default=0.0)
@@ -203,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                      "n_rollouts": algorithm["n_rollouts"], "rollout_budget": raw["run"]["rollout_budget"],
                      "seeds": ablation["spec"]["seeds"], "eval_set": raw["run"].get("eval_set"),
                      "refine_rollouts": refine.get("rollouts")},
-        "samplers": cells,
+        "warm_start": warm, "samplers": cells,
         "measured_order": measured_order,
         "predicted": prediction, "predicted_order": predicted_order,
         "orders_agree": measured_order == predicted_order,

@@ -20,11 +20,12 @@ each sampler's rollouts went, by the group's pass rate) under ``DIR/samplers/``.
    the train pool transfers.
 
 Reported: the warm start's test-split success (``core.eval``, each seed's episode seeds, the cells' passes), and
-per sampler: test-split success at the budget (mean, sd and each seed), training-batch success,
-informative share, updates, rollouts per pass-rate bin, and wall time; the whole bench's wall time; the
-measured and predicted orders; ``machine`` and ``settings``. ``--quick`` runs the same path on a pool of 3
-families (2 train variants each), frontier and DAPO, one seed and a budget of 8 rollouts: the wiring, not a
-measurement.
+per sampler: test-split success at the budget (mean, sd and each seed), training-batch success, informative
+share (of the trained groups; DAPO's is 1 by construction) and informative rollout share (of every rollout run,
+dropped groups included: the comparable one), updates, rollouts per pass-rate bin, and wall time; the whole
+bench's wall time; the measured and predicted orders; ``machine`` and ``settings``. ``--quick`` runs the same
+path on a pool of 3 families (2 train variants each), frontier and DAPO, one seed and a budget of 8 rollouts:
+the wiring, not a measurement.
 """
 
 from __future__ import annotations
@@ -168,7 +169,10 @@ def measured(ablation: dict[str, Any]) -> dict[str, Any]:
             "test_success": cell["summary"].get("eval/success"), "test_success_sd": cell["sd"].get("eval/success"),
             "test_success_per_seed": [r["summary"].get("eval/success") for r in rows],
             "training_batch_success": cell["summary"].get("success/rate"),
-            "informative_share": cell["summary"].get("groups/informative_share"),
+            "informative_share": cell["summary"].get("groups/informative_share"),  # of trained groups
+            # of every rollout run (DAPO's dropped groups too): those on groups neither all failed nor all solved
+            "informative_rollout_share": round(1.0 - (bins.get("0", 0.0) + bins.get("1", 0.0)) / total, 3)
+            if bins else None,
             "segments_per_episode": cell["summary"].get("segments/per_episode"),
             "updates_per_seed": [r["summary"]["iterations"] for r in rows],
             "rollouts_at_pass_share": {b: round(v / total, 3) for b, v in bins.items()},
@@ -232,8 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         "orders_agree": measured_order == predicted_order,
         "target": {"frontier_minus_best_baseline": None if frontier.get("test_success") is None else
                    round(frontier["test_success"] - best_baseline, 4), "needed": 0.03,
-                   "frontier_highest_informative_share": bool(cells) and max(
-                       cells, key=lambda k: cells[k]["informative_share"] or 0.0) == "frontier"},
+                   "frontier_highest_informative_rollout_share": bool(cells) and max(
+                       cells, key=lambda k: cells[k]["informative_rollout_share"] or 0.0) == "frontier"},
         "wall_s": {"prepare": prepared if not args.recipe else 0.0,
                    "total": round(time.perf_counter() - started, 1)},
         "outputs": {"ablation": str(result_file), "figures": [str(out / spec.stem / "ablation.png"),

@@ -64,5 +64,6 @@ def test_measured_rows_and_orders(bench):
     got = bench.measured(ablation)
     assert got["frontier"]["test_success_per_seed"] == [0.2, 0.3]
     assert got["frontier"]["rollouts_at_pass_share"] == {"0": 0.75, "1": 0.25}
+    assert got["frontier"]["informative_rollout_share"] == 0.0 and got["dapo"]["informative_rollout_share"] is None
     assert got["dapo"]["updates_per_seed"] == [9, 10] and got["dapo"]["rollouts_at_pass_share"] == {}
     assert bench.order({"a": 0.1, "b": None, "c": 0.3, "d": 0.1}) == "c > a = d > b"

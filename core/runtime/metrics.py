@@ -140,9 +140,10 @@ def rollout_metrics(groups: Sequence[RolloutGroup]) -> dict[str, float]:
     }
 
 
-#: the group pass-rate bins rollouts are counted in (``work/rollouts_at_pass/<bin>``): all failed, four quarters
-#: of the open interval, all succeeded. The two ends are the groups GRPO learns nothing from.
-PASS_BINS: tuple[str, ...] = ("0", "(0,0.25]", "(0.25,0.5]", "(0.5,0.75]", "(0.75,1)", "1")
+#: the group pass-rate bins rollouts are counted in (``work/rollouts_at_pass/<bin>``): all failed (0), then
+#: (0, 0.25], (0.25, 0.5], (0.5, 0.75], (0.75, 1), all succeeded (1). The two ends are the groups GRPO learns
+#: nothing from. Labels use only characters every tracker accepts in a metric name (MLflow refuses brackets).
+PASS_BINS: tuple[str, ...] = ("0", "0-0.25", "0.25-0.5", "0.5-0.75", "0.75-1", "1")
 
 
 def pass_bin(rate: float) -> str:

@@ -24,7 +24,7 @@ def _group(task_id: str, outcomes: list[int]) -> RolloutGroup:
 
 def test_pass_bins_put_the_all_failed_and_all_solved_groups_apart():
     assert [pass_bin(r) for r in (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0)] == [
-        "0", "(0,0.25]", "(0,0.25]", "(0.25,0.5]", "(0.25,0.5]", "(0.5,0.75]", "(0.5,0.75]", "(0.75,1)", "1"]
+        "0", "0-0.25", "0-0.25", "0.25-0.5", "0.25-0.5", "0.5-0.75", "0.5-0.75", "0.75-1", "1"]
     with pytest.raises(ValueError, match="in \\[0, 1\\]"):
         pass_bin(1.5)
 
@@ -34,7 +34,7 @@ def test_rollouts_are_counted_by_their_group_pass_rate_trained_or_not():
     rejected = [_group("c", [0, 0, 0, 0]), _group("d", [1, 1, 1, 1]), _group("e", [1, 1])]
     got = work_metrics(trained, rejected)
     assert {k.removeprefix("work/rollouts_at_pass/"): v for k, v in got.items() if "rollouts_at_pass" in k} == {
-        "0": 4.0, "(0,0.25]": 4.0, "(0.25,0.5]": 0.0, "(0.5,0.75]": 4.0, "(0.75,1)": 0.0, "1": 6.0}
+        "0": 4.0, "0-0.25": 4.0, "0.25-0.5": 0.0, "0.5-0.75": 4.0, "0.75-1": 0.0, "1": 6.0}
     assert sum(rollouts_by_pass(trained + rejected).values()) == 18.0
 
 

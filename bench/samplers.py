@@ -82,8 +82,7 @@ class LearnerModel:
     cluster_gain: float = 0.0
     forgetting: float = 0.0
     estimate_noise_sd: float = 3.0
-    #: a measured pool instead of drawn difficulties: each task's starting pass rate (``tasks`` is its length)
-    pass_rates: tuple[float, ...] = ()
+    pass_rates: tuple[float, ...] = ()  # a measured pool: each task's starting pass rate (``tasks`` of them)
 
 
 #: learner settings every sampler runs under (label -> changes to LearnerModel)

@@ -6,12 +6,14 @@ metric against the rollouts spent: the shape of the paper's Figure 6(a)) and ``a
 each sampler's rollouts went, by the group's pass rate) under ``DIR/samplers/``.
 
 1. **Pool and warm start** (skipped with ``--recipe RUN``): ``python -m core.pipeline`` on
-   ``configs/families-rl.yaml`` with the stages before RL: VeriGen builds the family pool (40 train variants
-   per family: 560, long families included; 112 test variants), the warm start imitates the train
+   ``configs/families-rl.yaml`` with the stages before RL: VeriGen builds the family pool (36 train variants
+   per family: 504, long families included; 112 test variants; 12 desktops), the warm start imitates the train
    demonstrations (4 epochs), refine rolls each train task out twice (the samplers' initial pass rates).
 2. **The ablation**: ``python -m core.ablate configs/ablations/samplers.yaml --recipe RUN``: frontier, uniform,
    curriculum and DAPO, each on seeds 0, 1, 2, batches of 8 groups of 4, every cell stopped at the same budget
-   of 384 rollouts run (DAPO's refills count), the test split evaluated every 6 iterations and at the end.
+   of 384 rollouts run (DAPO's refills count), the test split evaluated every 6 iterations and at the end;
+   ``--jobs`` cells side by side (default 3; the episodes are seeded: side by side, a cell gave the same
+   numbers as alone).
 3. **The prediction**: ``bench/samplers.py``'s simulated learner (a SIMULATION: no model, no desktop) on a pool
    with this pool's measured starting pass rates (refine's, smoothed as ``(k + 0.5) / (n + 1)`` for ``k`` of
    ``n`` rollouts solved), the same batch, group size and rollout budget and seeds; its mean final pass rate per
@@ -56,8 +58,12 @@ RECIPE = ROOT / "configs" / "families-rl.yaml"
 SPEC = ROOT / "configs" / "ablations" / "samplers.yaml"
 #: the stages before RL, on the large pool (the YAML's header gives the same command)
 PREPARE = ["recipe.stages=[synthesize,warm_start,refine]", "warm_start.epochs=4", "recipe.refine.rollouts=2",
-           "recipe.synthesize.overrides={synthesis.proposer.options.train: 40, synthesis.proposer.options.validation:"
-           " 4, synthesis.proposer.options.test: 8, synthesis.proposer.options.heldout: 30}"]
+           "recipe.synthesize.overrides={synthesis.proposer.options.train: 36, synthesis.proposer.options.validation:"
+           " 1, synthesis.proposer.options.test: 8, synthesis.proposer.options.heldout: 1,"
+           " synthesis.pipeline.options.workers: 12, synthesis.pipeline.options.environments: 12,"
+           " environment.options.max_environments: 12}",
+           "recipe.refine.overrides={rollout_loop.concurrency: 16, environment.options.max_environments: 16,"
+           " rollout.options.max_batch_size: 16}"]
 QUICK_PREPARE = ["recipe.stages=[synthesize,warm_start,refine]", "warm_start.epochs=1", "recipe.refine.rollouts=1",
                  "recipe.synthesize.overrides={synthesis.proposer.options.families: [symlink, count-lines, copy-ext],"
                  " synthesis.proposer.options.train: 2, synthesis.proposer.options.validation: 0,"
@@ -98,24 +104,32 @@ def spec_file(out: Path, quick: bool) -> Path:
     return path
 
 
-def warm_start_test(out: Path, seeds: list[int], overrides: list[str]) -> dict[str, Any]:
+def warm_start_test(out: Path, seeds: list[int], overrides: list[str], jobs: int) -> dict[str, Any]:
     """The cells' common start on the test split: ``core.eval`` of the warm start under the cells' overrides
     (``--recipe``'s included: pool, checkpoint), each seed's episode seeds and the cells' evaluation passes (a
-    periodic evaluation uses the same ``core.eval`` seeds)."""
+    periodic evaluation uses the same ``core.eval`` seeds); ``jobs`` seeds at a time, each one's log in
+    ``warm_start_eval/seed<N>.log``."""
     def last(key: str, default: str) -> str:
         return next((o.split("=", 1)[1] for o in reversed(overrides) if o.startswith(f"{key}=")), default)
 
     init, passes = last("run.init_from", ""), last("run.eval_passes", "1")
-    per_seed = []
-    for seed in seeds:
-        target = out / f"warm_start_test_seed{seed}.json"
-        if not target.is_file():
-            code = run([sys.executable, "-m", "core.eval", "--config", str(RECIPE), "--checkpoint", init, "--set",
-                        "test", "--passes", passes, "--out", str(target), *overrides, f"run.seed={seed}",
-                        f"run.output_dir={out / 'warm_start_eval'}"])
-            if code != 0:
-                raise SystemExit(f"core.eval of the warm start exited {code}")
-        per_seed.append(json.loads(target.read_text(encoding="utf-8"))["domains"]["Overall"]["success"] / 100.0)
+    logs_dir = out / "warm_start_eval"
+    logs_dir.mkdir(parents=True, exist_ok=True)
+    todo = [s for s in seeds if not (out / f"warm_start_test_seed{s}.json").is_file()]
+    for start in range(0, len(todo), jobs):
+        children = []
+        for seed in todo[start:start + jobs]:
+            cmd = [sys.executable, "-m", "core.eval", "--config", str(RECIPE), "--checkpoint", init, "--set", "test",
+                   "--passes", passes, "--out", str(out / f"warm_start_test_seed{seed}.json"), *overrides,
+                   f"run.seed={seed}", f"run.output_dir={logs_dir}"]
+            print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
+            with open(logs_dir / f"seed{seed}.log", "w", encoding="utf-8") as log_file:
+                children.append(subprocess.Popen(cmd, cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT))
+        for seed, child in zip(todo[start:start + jobs], children):
+            if child.wait() != 0:
+                raise SystemExit(f"core.eval of the warm start exited {child.returncode}: {logs_dir}/seed{seed}.log")
+    per_seed = [json.loads((out / f"warm_start_test_seed{s}.json").read_text(encoding="utf-8"))
+                ["domains"]["Overall"]["success"] / 100.0 for s in seeds]
     return {"test_success": round(statistics.fmean(per_seed), 4), "per_seed": [round(v, 4) for v in per_seed]}
 
 
@@ -189,7 +203,11 @@ def main(argv: list[str] | None = None) -> int:
                         "--recipe): its finished cells are kept")
     parser.add_argument("--out", type=Path, default=None,
                         help="where runs go (default: runs/sampler-ablation-<time>; with --quick a folder in /tmp)")
+    parser.add_argument("--jobs", type=int, default=3, help="cells (and warm-start evaluations) run side by side "
+                        "(core.ablate --jobs; default 3: this 2-core machine's desktops and generation leave CPU idle)")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs {args.jobs}: give 1 or more")
     if args.resume and (args.recipe is None or args.out is None):
         parser.error("--resume continues the ablation in --out from the pool of --recipe: give both")
     logs.configure("warning")
@@ -205,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     prepared = round(time.perf_counter() - started, 1)
     spec = spec_file(out, args.quick)
     code = run([sys.executable, "-m", "core.ablate", str(spec), "--recipe", str(recipe), f"run.output_dir={out}",
-                *(QUICK_CELLS if args.quick else []), *(["--resume"] if args.resume else [])])
+                "--jobs", str(args.jobs), *(QUICK_CELLS if args.quick else []), *(["--resume"] if args.resume else [])])
     result_file = out / spec.stem / "ablation.json"
     if not result_file.is_file():
         raise SystemExit(f"core.ablate exited {code} without {result_file}")
@@ -218,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     prediction = predict(list(rates.values()), int(refine.get("rollouts", 4)), batch=algorithm["batch_size"],
                          n=algorithm["n_rollouts"], budget=raw["run"]["rollout_budget"],
                          seeds=ablation["spec"]["seeds"] or [0])
-    warm = warm_start_test(out, ablation["spec"]["seeds"] or [0], ablation["spec"]["overrides"])
+    ablated = round(time.perf_counter() - started - prepared, 1)
+    warm = warm_start_test(out, ablation["spec"]["seeds"] or [0], ablation["spec"]["overrides"], args.jobs)
     measured_order = order({k: v["test_success"] for k, v in cells.items()})
     predicted_order = order({k: v["final_mean_pass_rate"] for k, v in prediction.items()})
     best_baseline = max(((v["test_success"] or 0.0) for k, v in cells.items() if k != "frontier"), default=0.0)
@@ -229,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                      "pool_train_tasks": len(rates), "batch_size": algorithm["batch_size"],
                      "n_rollouts": algorithm["n_rollouts"], "rollout_budget": raw["run"]["rollout_budget"],
                      "seeds": ablation["spec"]["seeds"], "eval_set": raw["run"].get("eval_set"),
-                     "refine_rollouts": refine.get("rollouts")},
+                     "refine_rollouts": refine.get("rollouts"), "jobs": args.jobs},
         "warm_start": warm, "samplers": cells,
         "measured_order": measured_order,
         "predicted": prediction, "predicted_order": predicted_order,
@@ -238,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
                    round(frontier["test_success"] - best_baseline, 4), "needed": 0.03,
                    "frontier_highest_informative_rollout_share": bool(cells) and max(
                        cells, key=lambda k: cells[k]["informative_rollout_share"] or 0.0) == "frontier"},
-        "wall_s": {"prepare": prepared if not args.recipe else 0.0,
+        "wall_s": {"prepare": prepared if not args.recipe else 0.0, "ablation": ablated,
                    "total": round(time.perf_counter() - started, 1)},
         "outputs": {"ablation": str(result_file), "figures": [str(out / spec.stem / "ablation.png"),
                                                                str(out / spec.stem / "ablation_rollouts.png")]},

@@ -7,6 +7,7 @@ tip of the day and "keep current format?" question, Chromium's first-run page.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -114,3 +115,19 @@ def remove_stale_work_dirs(prefix: str, *, only: Iterable[Path] | None = None) -
         shutil.rmtree(directory, ignore_errors=True)
         log.info("removed the desktops a previous attempt of this run left", path=str(directory))
     return busy
+
+
+def run_work_dir(run_dir: Path | None) -> tuple[Path, list[Path]]:
+    """A fresh ``$TMPDIR/scalecua-desktops-<run name>-<path hash>-*`` directory for a run's desktops, and the
+    directories a SIGKILLed attempt of this run left that are still in use (those no process uses are removed).
+
+    The name shows which run owns the desktops; the hash of the run directory's absolute path is the same for
+    every attempt of one run and keeps apart runs of one name in different output directories (two evaluations
+    of one checkpoint started in the same second), so one never removes the other's desktops."""
+    stale: list[Path] = []
+    owner = ""
+    if run_dir is not None:
+        tag = hashlib.sha1(str(Path(run_dir).resolve()).encode()).hexdigest()[:8]
+        owner = f"{Path(run_dir).name}-{tag}-"
+        stale = remove_stale_work_dirs(f"scalecua-desktops-{owner}")
+    return Path(tempfile.mkdtemp(prefix=f"scalecua-desktops-{owner}")), stale

@@ -314,12 +314,8 @@ class LocalDesktopBackend(DesktopProtocol, EnvironmentBackend):
         elif run_dir is not None and self.user is None:
             self.work_dir = Path(run_dir) / "envs"
         else:
-            # named after the run when there is one: which run owns these desktops stays visible, and a resumed
-            # run removes what a SIGKILLed attempt of it left there
-            owner = f"{Path(run_dir).name}-" if run_dir is not None else ""
-            if owner:
-                self._stale = home_template.remove_stale_work_dirs(f"scalecua-desktops-{owner}")
-            self.work_dir = Path(tempfile.mkdtemp(prefix=f"scalecua-desktops-{owner}"))
+            # named after the run: a resumed run removes what a SIGKILLed attempt of it left there
+            self.work_dir, self._stale = home_template.run_work_dir(run_dir)
             self._owns_work_dir = True  # removed again by close()
             # mkdtemp makes it 0700; the judge sandbox's unprivileged user must reach the homes (read-only)
             self.work_dir.chmod(0o755)

@@ -21,8 +21,9 @@ when the name changes, drops the base's ``options`` for that slot (they
 belong to the other plugin) unless the cell gives its own. Every cell is
 validated before any run starts; each run gets its own run directory under
 ``<run.output_dir>/<ablation name>/``; cells run one after another in child
-processes, so a crashed cell does not take the others down. ``--resume`` (same file and overrides) keeps the
-cells an interrupted ablation finished (``cells.jsonl``) and resumes the one it was running from its checkpoint.
+processes, so a crashed cell does not take the others down (``--jobs N``: N at a time, each child's output in
+``<run name>.log``). ``--resume`` (same file and overrides) keeps the
+cells an interrupted ablation finished (``cells.jsonl``) and resumes those it was running from their checkpoints.
 Besides the table, ``ablation.png`` plots each metric
 against the rollouts each cell has spent (the shape of the paper's Figure 6(a): a sampler that draws extra
 rollouts, like DAPO's refilling, is compared at equal cost), ``ablation_rollouts.png`` shows where each cell's
@@ -38,7 +39,9 @@ import json
 import statistics
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -228,6 +231,10 @@ def format_table(rows: list[dict[str, Any]], metrics: list[str]) -> str:
     return "\n".join([fmt(header), "-+-".join("-" * w for w in widths), *(fmt(b) for b in body)])
 
 
+def _title(label: str, seed: int | None) -> str:
+    return label + ("" if seed is None else f" (seed {seed})")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core.ablate", description=__doc__.splitlines()[0])
     parser.add_argument("file", type=Path, help="ablation YAML")
@@ -236,9 +243,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "and continue the one it was running from its last checkpoint")
     parser.add_argument("--recipe", type=Path, metavar="RUN", help="every cell is the RL stage of this recipe run "
                         "(python -m core.pipeline): its warm start, refine pass rates and synthesized pool")
+    parser.add_argument("--jobs", type=int, default=1, metavar="N", help="cells run N at a time (default 1); "
+                        "their seconds are then measured side by side: compare them only at one --jobs")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="applied to every cell after the file's")
     args = parser.parse_intermixed_args(argv)  # FILE, --dry-run and overrides in any order
 
+    if args.jobs < 1:
+        raise ConfigError([f"--jobs {args.jobs}: give 1 or more cells to run at a time"])
     spec = load_spec(args.file)
     spec.overrides = [*spec.overrides, *args.overrides]
     base = (args.file.parent / spec.base).resolve()
@@ -277,30 +288,42 @@ def main(argv: Sequence[str] | None = None) -> int:
                     if r["status"] == "ok"}
     elif progress.exists():
         progress.unlink()
-    rows = []
-    for label, seed, run_name, full in plan:
+    todo = [entry for entry in plan if (entry[0], entry[1]) not in finished]
+    for label, seed, _, _ in plan:
         if (label, seed) in finished:
-            print(f"== {label}" + ("" if seed is None else f" (seed {seed})") + ": finished before, kept",
-                  file=sys.stderr, flush=True)
-            rows.append(finished[label, seed])
-            continue
+            print(f"== {_title(label, seed)}: finished before, kept", file=sys.stderr, flush=True)
+    lock = threading.Lock()
+
+    def run_cell(label: str, seed: int | None, run_name: str, full: list[str]) -> dict[str, Any]:
         started = time.monotonic()
         earlier = latest_run_dir(out_root, run_name) if args.resume else None  # cut short: from its checkpoint
-        print(f"== {label}" + ("" if seed is None else f" (seed {seed})") + (f": resuming {earlier}" if earlier
-                                                                             else ""), file=sys.stderr, flush=True)
-        proc = subprocess.run([sys.executable, "-m", "core.run", "--config", str(base), *full,
-                               *(["--resume", str(earlier)] if earlier else [])])
+        print(f"== {_title(label, seed)}" + (f": resuming {earlier}" if earlier else "")
+              + (f" (log: {out_root / run_name}.log)" if args.jobs > 1 else ""), file=sys.stderr, flush=True)
+        command = [sys.executable, "-m", "core.run", "--config", str(base), *full,
+                   *(["--resume", str(earlier)] if earlier else [])]
+        if args.jobs > 1:  # side by side: each child's output in its own file, not interleaved
+            with open(out_root / f"{run_name}.log", "a", encoding="utf-8") as log_file:
+                code = subprocess.run(command, stdout=log_file, stderr=subprocess.STDOUT).returncode
+        else:
+            code = subprocess.run(command).returncode
         run_dir = latest_run_dir(out_root, run_name)
-        rows.append({
+        row = {
             "cell": label, "seed": seed, "run_dir": str(run_dir) if run_dir else None,
-            "status": "ok" if proc.returncode == 0 else f"exit {proc.returncode}",
+            "status": "ok" if code == 0 else f"exit {code}",
             "seconds": round(time.monotonic() - started, 1),
             "summary": summarize_run(run_dir, spec.metrics, spec.last),
             "curves": curves(run_dir, spec.metrics),
             "rollouts_at_pass": rollout_bins(run_dir),
-        })
-        with progress.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(rows[-1]) + "\n")
+        }
+        with lock, progress.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+        if args.jobs > 1:
+            print(f"== {_title(label, seed)}: {row['status']} after {row['seconds']} s", file=sys.stderr, flush=True)
+        return row
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        done = dict(zip([(e[0], e[1]) for e in todo], pool.map(lambda e: run_cell(*e), todo)))
+    rows = [finished.get((label, seed)) or done[label, seed] for label, seed, _, _ in plan]
     cells = aggregate(rows, spec.metrics)
     (out_root / "ablation.json").write_text(json.dumps({"spec": spec.model_dump(), "cells": cells, "rows": rows},
                                                        indent=2) + "\n")

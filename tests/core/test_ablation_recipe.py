@@ -162,3 +162,41 @@ def test_resume_keeps_the_finished_cells_and_continues_the_cut_one_from_its_run_
     assert [(r["cell"], r["status"], r["summary"]["iterations"]) for r in result["rows"]] == [
         ("sampler=frontier", "ok", 1), ("sampler=uniform", "ok", 2)]  # resumed: its second line, same run dir
     assert ablate_main([str(spec), f"run.output_dir={tmp_path}"]) == 1 and len(calls) == 5  # no --resume: anew
+
+
+def test_jobs_runs_cells_side_by_side_keeps_the_plan_order_and_logs_each_child_apart(tmp_path, monkeypatch):
+    """``--jobs 2``: both stood-in children must be running at once (a barrier neither passes alone), each
+    writes its output to its own ``<run name>.log``, and the rows keep the plan's order whichever ends first."""
+    import subprocess
+    import threading
+
+    from core.commands import ablate
+
+    spec = tmp_path / "abl.yaml"
+    spec.write_text(f"base: {ROOT / 'configs' / 'quickstart.yaml'}\nmatrix:\n  sampler: [frontier, uniform]\n"
+                    "metrics: [success/rate]\nlast: 1\nseeds: [0]\n")
+    both_running = threading.Barrier(2, timeout=60)
+    ended: list[str] = []
+
+    def child(cmd, *args, **kwargs):
+        name = next(a for a in cmd if a.startswith("run.name=")).split("=", 1)[1]
+        both_running.wait()  # BrokenBarrierError (a failed cell) if the cells ran one after another
+        kwargs["stdout"].write(f"training {name}\n")
+        run_dir = tmp_path / "abl" / f"{name}-run"
+        run_dir.mkdir(parents=True)
+        (run_dir / "config.yaml").write_text("{}\n")
+        MetricsLog(run_dir).append({"iteration": 0, "success/rate": 0.25 if "frontier" in name else 0.75,
+                                    "rollout/episodes_run": 4.0})
+        ended.append(name)
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(ablate.subprocess, "run", child)
+    assert ablate_main([str(spec), "--jobs", "2", f"run.output_dir={tmp_path}"]) == 0
+    result = json.loads((tmp_path / "abl" / "ablation.json").read_text())
+    assert [(r["cell"], r["summary"]["success/rate"]) for r in result["rows"]] == [
+        ("sampler=frontier", 0.25), ("sampler=uniform", 0.75)]
+    for name in ("sampler-frontier_seed0", "sampler-uniform_seed0"):
+        assert (tmp_path / "abl" / f"{name}.log").read_text() == f"training {name}\n"
+    assert len((tmp_path / "abl" / "cells.jsonl").read_text().splitlines()) == 2 and len(ended) == 2
+    with pytest.raises(ConfigError, match="--jobs 0"):
+        ablate_main([str(spec), "--jobs", "0"])

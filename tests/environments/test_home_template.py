@@ -54,3 +54,21 @@ def test_read_only_entries_inside_the_tree_are_removed(tmp_path: Path) -> None:
     assert not top.exists()
     assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o755
 
+
+
+def test_runs_of_one_name_in_different_output_dirs_keep_their_desktops(tmp_path: Path) -> None:
+    """Two evaluations of one checkpoint started in the same second get the same run name in two output
+    directories; the second once removed the first's desktops as "left by a killed attempt" (its episodes then
+    failed with FileNotFoundError). A later attempt of the *same* run still removes what the first left."""
+    first_run, other_run = tmp_path / "a" / "eval-iter_000560-20261207-104912", tmp_path / "b" / "eval-iter_000560-20261207-104912"
+    first, _ = home_template.run_work_dir(first_run)
+    other, _ = home_template.run_work_dir(other_run)
+    try:
+        assert first.is_dir() and other.is_dir() and first != other
+        again, busy = home_template.run_work_dir(first_run)  # the first run resumed: its old directory goes
+        assert not first.exists() and other.is_dir() and busy == []
+        assert again.name.startswith(f"scalecua-desktops-{first_run.name}-")
+    finally:
+        for path in (first, other, locals().get("again")):
+            if path is not None and path.exists():
+                path.rmdir()

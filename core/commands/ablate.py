@@ -54,7 +54,7 @@ from core.errors import ConfigError
 from core.runtime.metrics import PASS_BINS, MetricsLog
 from core.runtime.plots import plot_ablation, plot_rollout_bins
 from core.runtime.rundir import latest_run_dir
-from core.runtime.tasks import POOL_PREFIX
+from core.runtime.tasks import POOL_PREFIX, rooted, task_path_lists
 
 
 #: under the ablation's output folder: one JSON line per finished cell (``--resume`` keeps them)
@@ -136,15 +136,9 @@ def recipe_overrides(run: Path, base_raw: dict[str, Any]) -> list[str]:
     overrides.append(f"run.init_from={output('warm_start', 'checkpoint')}")
     if (stages.get("refine") or {}).get("status") == "completed":
         overrides.append(f"tasks.pass_rates={output('refine', 'pass_rates')}")
-    tasks = base_raw.get("tasks") or {}
-    lists = {"tasks.paths": tasks.get("paths") or [], "tasks.eval_paths": tasks.get("eval_paths") or [],
-             **{f"tasks.eval_sets.{name}.paths": (entry or {}).get("paths") or []
-                for name, entry in (tasks.get("eval_sets") or {}).items()}}
-    for key, paths in lists.items():
+    for key, paths in task_path_lists(base_raw).items():
         if any(str(p).startswith(POOL_PREFIX) for p in paths):
-            pool = Path(output("synthesize", "pool"))
-            resolved = [str(pool / p[len(POOL_PREFIX):]) if str(p).startswith(POOL_PREFIX) else p for p in paths]
-            overrides.append(f"{key}={json.dumps(resolved)}")
+            overrides.append(f"{key}={json.dumps(rooted(paths, POOL_PREFIX, Path(output('synthesize', 'pool'))))}")
     return overrides
 
 

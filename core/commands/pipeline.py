@@ -49,7 +49,7 @@ from core.errors import ConfigError, ScaleCUAError
 from core.pluginmanager import Plugins
 from core.config.stages import RecipeSection
 from core.runtime.demonstrations import DEMOS_PREFIX
-from core.runtime.tasks import POOL_PREFIX
+from core.runtime.tasks import POOL_PREFIX, rooted, task_path_lists
 
 log = structlog.get_logger(__name__)
 STATE_FILE = "pipeline.json"
@@ -107,9 +107,7 @@ class Recipe:
     def _pool_paths(self, raw: dict[str, Any], consumer: str) -> dict[str, Any]:
         """``pool:<split>`` task paths -> the synthesize stage's exported ``pool/<split>``; ``demos:<split>``
         demonstration paths -> the demonstrations its checker kept of that split's tasks."""
-        tasks = raw.get("tasks") or {}
-        lists = [tasks.get("paths") or [], tasks.get("eval_paths") or [],
-                 *((s or {}).get("paths") or [] for s in (tasks.get("eval_sets") or {}).values())]
+        lists = list(task_path_lists(raw).values())
         demos = ((raw.get("warm_start") or {}).get("demonstrations") or {}).get("paths") or []
         named = [(paths, POOL_PREFIX, "pool") for paths in lists] + [(demos, DEMOS_PREFIX, "demonstrations")]
         if not any(str(p).startswith(prefix) for paths, prefix, _ in named for p in paths):
@@ -120,8 +118,7 @@ class Recipe:
                                f"{self.recipe.stages} does not run; add it first"])
         for paths, prefix, output in named:
             if any(str(p).startswith(prefix) for p in paths):
-                root = Path(self.require("synthesize", output, consumer))
-                paths[:] = [str(root / p[len(prefix):]) if str(p).startswith(prefix) else p for p in paths]
+                paths[:] = rooted(paths, prefix, Path(self.require("synthesize", output, consumer)))
         return raw
 
     # -- the run -------------------------------------------------------------------

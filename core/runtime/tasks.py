@@ -21,6 +21,21 @@ from core.types import Task
 
 POOL_PREFIX = "pool:"
 
+
+def task_path_lists(raw: dict[str, Any]) -> dict[str, list[Any]]:
+    """Every task-path list of a raw config by its dotted key (``tasks.paths``, ``tasks.eval_paths``,
+    ``tasks.eval_sets.<name>.paths``): the config's own lists where it has them, so a caller may rewrite them."""
+    tasks = raw.get("tasks") or {}
+    return {"tasks.paths": tasks.get("paths") or [], "tasks.eval_paths": tasks.get("eval_paths") or [],
+            **{f"tasks.eval_sets.{name}.paths": (entry or {}).get("paths") or []
+               for name, entry in (tasks.get("eval_sets") or {}).items()}}
+
+
+def rooted(paths: list[Any], prefix: str, root: Path) -> list[Any]:
+    """``paths`` with each ``<prefix><rest>`` (``pool:test``) made ``root/<rest>``; the others unchanged."""
+    return [str(root / p[len(prefix):]) if str(p).startswith(prefix) else p for p in paths]
+
+
 #: files in task directories that are not tasks (assets, manifests)
 _SKIP_NAMES = {"manifest.json", "package.json"}
 

@@ -234,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("file", type=Path, help="ablation YAML")
     parser.add_argument("--dry-run", action="store_true", help="validate every cell and print the plan")
     parser.add_argument("--resume", action="store_true", help="keep the cells an interrupted ablation finished "
-                        "and continue the one it was running from its last checkpoint")
+                        "and continue those it was running from their last checkpoints")
     parser.add_argument("--recipe", type=Path, metavar="RUN", help="every cell is the RL stage of this recipe run "
                         "(python -m core.pipeline): its warm start, refine pass rates and synthesized pool")
     parser.add_argument("--jobs", type=int, default=1, metavar="N", help="cells run N at a time (default 1); "
